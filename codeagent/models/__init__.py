@@ -1,0 +1,65 @@
+"""Model backends behind one protocol: `complete(messages, tools, sampling) -> ModelResponse`.
+
+Nothing here imports litellm; LiteLLMModel imports it on its first call.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from codeagent.models.errors import (
+    ContextWindowExceeded,
+    ModelConfigError,
+    ModelError,
+    ModelRequestError,
+    ModelUnavailable,
+    ReplayExhausted,
+)
+from codeagent.models.litellm_model import LiteLLMModel
+from codeagent.models.replay import ReplayModel, ScriptedModel
+from codeagent.models.types import Model, ModelResponse, Sampling, ToolCall, Usage
+
+# `prefix:rest` model specs that are not litellm model names, as "module:factory". A factory is
+# called with `rest` and the options given to make_model.
+BACKENDS: dict[str, str] = {
+    "replay": "codeagent.models.replay:ReplayModel.from_spec",
+    # The local Hugging Face (transformers) backend registers here, e.g.
+    # "hf": "codeagent.models.hf:HFModel.from_spec",
+}
+
+
+def make_model(spec: str, **options: Any) -> Model:
+    """`replay:PATH|ID` -> ReplayModel; any other spec is a litellm model name."""
+    if not spec or not spec.strip():
+        raise ModelConfigError("no model configured: set `model` in the config file or pass --model")
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in BACKENDS:
+        module_name, _, attribute = BACKENDS[prefix].partition(":")
+        factory: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            factory = getattr(factory, part)
+        if not rest:
+            raise ModelConfigError(f"model spec {spec!r} needs something after '{prefix}:'")
+        return factory(rest, **options)
+    return LiteLLMModel(spec, **options)
+
+
+__all__ = [
+    "BACKENDS",
+    "ContextWindowExceeded",
+    "LiteLLMModel",
+    "Model",
+    "ModelConfigError",
+    "ModelError",
+    "ModelRequestError",
+    "ModelResponse",
+    "ModelUnavailable",
+    "ReplayExhausted",
+    "ReplayModel",
+    "Sampling",
+    "ScriptedModel",
+    "ToolCall",
+    "Usage",
+    "make_model",
+]

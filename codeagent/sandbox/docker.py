@@ -1,0 +1,316 @@
+"""The Docker backend: one container per sandbox, one long-lived bash inside it.
+
+The repository is baked once into a workspace image (base image + tree + a one-commit git repo),
+tagged by the tree's hash. Every sandbox on that tree is a container of that image: overlayfs
+shares the files, so N sandboxes cost N thin writable layers, not N copies.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import socket
+import struct
+import tarfile
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+
+from .engine import docker_client
+from .errors import SandboxDead, SandboxError, WorkspaceError
+from .images import base_image_tag, require_image
+from .protocol import FileEntry, Limits, list_dir_command, parse_list_dir, diff_script
+from .shell import KILL_TREE_SCRIPT, CommandResult, ShellSession
+from .workspace import INIT_REPO_SCRIPT, RepoSnapshot
+
+LABEL = "codeagent.sandbox"
+WORKSPACE_IMAGE = "codeagent/workspace"
+STATE_DIR = "/tmp/.codeagent"
+_open_sandboxes: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
+_workspace_lock = threading.Lock()
+
+
+class DockerTransport:
+    """A `docker exec -i bash` stream; demultiplexes Docker's 8-byte frame headers."""
+
+    def __init__(self, container_id: str, environment: dict[str, str], workdir: str):
+        api = docker_client().api
+        exec_id = api.exec_create(container_id, ["bash", "--noprofile", "--norc"], stdin=True,
+                                  stdout=True, stderr=True, tty=False, environment=environment,
+                                  workdir=workdir)["Id"]
+        self._exec_id = exec_id
+        self._response = api.exec_start(exec_id, socket=True)
+        self._sock: socket.socket = getattr(self._response, "_sock", self._response)
+        self._sock.setblocking(True)
+        self._raw = b""
+        self._frame_left = 0
+
+    def send(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except OSError:
+            pass  # the shell is gone: recv() reports end of stream
+
+    def recv(self, timeout: float) -> bytes | None:
+        end = time.monotonic() + timeout
+        while True:
+            payload = self._take_payload()
+            if payload:
+                return payload
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self._sock], [], [], left)
+            if not ready:
+                return None
+            try:
+                chunk = self._sock.recv(1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return b""
+            self._raw += chunk
+
+    def _take_payload(self) -> bytes:
+        out = bytearray()
+        while self._raw:
+            if self._frame_left == 0:
+                if len(self._raw) < 8:
+                    break
+                self._frame_left = struct.unpack(">I", self._raw[4:8])[0]
+                self._raw = self._raw[8:]
+                continue
+            piece = self._raw[: self._frame_left]
+            self._raw = self._raw[len(piece):]
+            self._frame_left -= len(piece)
+            out += piece
+        return bytes(out)
+
+    def exit_code(self) -> int | None:
+        try:
+            for _ in range(20):  # the engine records the exit a moment after the stream ends
+                info = docker_client().api.exec_inspect(self._exec_id)
+                if not info.get("Running"):
+                    return info.get("ExitCode")
+                time.sleep(0.01)
+        except Exception:
+            pass
+        return None
+
+    def close(self) -> None:
+        for closer in (lambda: self._sock.shutdown(socket.SHUT_RDWR), self._sock.close, self._response.close):
+            try:
+                closer()
+            except Exception:
+                pass
+
+
+def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
+    """The image holding `snapshot` at `workdir` on top of `base_tag`; built once, then cached."""
+    from docker.errors import ImageNotFound
+
+    client = docker_client()
+    base_id = client.images.get(require_image(base_tag)).id.split(":")[-1][:12]
+    tag = f"{WORKSPACE_IMAGE}:{snapshot.tree[:16]}-{base_id}"
+    with _workspace_lock:
+        try:
+            client.images.get(tag)
+            return tag
+        except ImageNotFound:
+            pass
+        with tempfile.TemporaryDirectory(prefix="codeagent-tree-") as tmp:
+            tarball = Path(tmp) / "tree.tar"
+            snapshot.write_tar(tarball)
+            container = client.containers.create(base_tag, ["sleep", "infinity"], network_mode="none",
+                                                 labels={LABEL: "build"}, init=True)
+            try:
+                container.start()
+                _exec_checked(container, ["mkdir", "-p", workdir])
+                with open(tarball, "rb") as data:
+                    if not container.put_archive(workdir, data):
+                        raise WorkspaceError(f"copying {snapshot.source} into the image failed")
+                _exec_checked(container, ["sh", "-c", INIT_REPO_SCRIPT, "sh", snapshot.commit], workdir=workdir)
+                repository, _, version = tag.rpartition(":")
+                container.commit(repository=repository, tag=version,
+                                 changes=[f"WORKDIR {workdir}"],
+                                 conf={"Labels": {"codeagent.commit": snapshot.commit,
+                                                  "codeagent.source": snapshot.source[:200]}})
+            except Exception as exc:
+                if "no space left on device" in str(exc).lower():
+                    raise WorkspaceError("disk full while building the workspace image: "
+                                         "free space, or `codeagent sandbox prune --images`") from exc
+                raise
+            finally:
+                container.remove(force=True)
+    return tag
+
+
+def _exec_checked(container, cmd: list[str], workdir: str | None = None) -> str:
+    code, output = container.exec_run(cmd, workdir=workdir)
+    text = output.decode(errors="replace")
+    if code != 0:
+        raise SandboxError(f"`{' '.join(cmd)[:200]}` failed in the container ({code}): {text[-1000:]}")
+    return text
+
+
+class DockerSandbox:
+    """An isolated workspace: `run`, files, `diff`, `close`. Use as a context manager."""
+
+    kind = "docker"
+
+    def __init__(self, snapshot: RepoSnapshot, *, image: str | None = None, workdir: str = "/testbed",
+                 limits: Limits | None = None, output_limit: int | None = None):
+        self.snapshot = snapshot
+        self.workdir = workdir
+        self.limits = limits or Limits()
+        self.image = workspace_image(snapshot, image or base_image_tag(), workdir)
+        client = docker_client()
+        environment = {"HOME": "/root", "CODEAGENT_SANDBOX": "1"}
+        self.container = client.containers.run(
+            self.image, ["sleep", "infinity"], detach=True, init=True,
+            network_mode="bridge" if self.limits.network else "none",
+            mem_limit=self.limits.memory, memswap_limit=self.limits.memory,
+            pids_limit=self.limits.pids, nano_cpus=int(self.limits.cpus * 1e9),
+            security_opt=["no-new-privileges"], hostname="sandbox", working_dir=workdir,
+            environment=environment, labels={LABEL: "1", "codeagent.owner": _owner()},
+        )
+        _open_sandboxes.add(self)
+        self._closed = False
+        shell_options = {"output_limit": output_limit} if output_limit else {}
+        self.shell = ShellSession(
+            lambda: DockerTransport(self.container.id, environment, workdir),
+            state_dir=STATE_DIR, workdir=workdir, kill_children=self._kill_children,
+            hard_reset=self._hard_reset, **shell_options,
+        )
+        try:
+            self.shell.start()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- protocol ------------------------------------------------------------------------------
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        self._check_open()
+        return self.shell.run(command, timeout)
+
+    def read_file(self, path: str) -> bytes:
+        self._check_open()
+        from docker.errors import NotFound
+
+        target = self._abs(path)
+        try:
+            stream, stat = self.container.get_archive(target)
+        except NotFound:
+            raise FileNotFoundError(f"{path}: no such file in the sandbox") from None
+        if stat.get("mode", 0) & (1 << 31):  # Go's os.ModeDir
+            raise IsADirectoryError(f"{path} is a directory")
+        with tempfile.TemporaryFile() as buffer:
+            for chunk in stream:
+                buffer.write(chunk)
+            buffer.seek(0)
+            with tarfile.open(fileobj=buffer) as tar:
+                member = tar.next()
+                if member is None or not member.isfile():
+                    raise FileNotFoundError(f"{path} is not a regular file")
+                return tar.extractfile(member).read()
+
+    def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        """Write a file (creating parents); an existing file keeps its mode and owner."""
+        self._check_open()
+        payload = data.encode() if isinstance(data, str) else data
+        upload = f"upload-{os.urandom(6).hex()}"
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(upload)
+            info.size, info.mode = len(payload), mode if mode is not None else 0o644
+            tar.addfile(info, io.BytesIO(payload))
+        self.container.put_archive(STATE_DIR, buffer.getvalue())
+        target = _quote(self._abs(path))
+        upload_path = f"{STATE_DIR}/{upload}"
+        chmod = f" && chmod {mode:o} {target}" if mode is not None else ""
+        result = self.shell.run(
+            f"( trap 'rm -f {upload_path}' EXIT; mkdir -p -- \"$(dirname -- {target})\" && "
+            f"cat {upload_path} > {target}{chmod} )",
+            timeout=60,
+        )
+        if result.exit_code != 0:
+            raise OSError(f"could not write {path} in the sandbox: {result.output.strip()[-500:]}")
+
+    def list_dir(self, path: str = ".") -> list[FileEntry]:
+        result = self.shell.run(list_dir_command(self._abs(path)), timeout=60)
+        return parse_list_dir(path, result)
+
+    def diff(self, exclude: list[str] | None = None) -> str:
+        self._check_open()
+        out = f"{STATE_DIR}/diff.patch"
+        result = self.shell.run(diff_script(self.workdir, out, exclude or []), timeout=300)
+        if result.exit_code != 0:
+            raise SandboxError(f"git diff failed in the sandbox: {result.output.strip()[-1000:]}")
+        return self.read_file(out).decode("utf-8", errors="surrogateescape")
+
+    def close(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        self.shell.close() if hasattr(self, "shell") else None
+        try:
+            self.container.remove(force=True)
+        except Exception:
+            pass
+        _open_sandboxes.discard(self)
+
+    def __enter__(self) -> "DockerSandbox":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _abs(self, path: str) -> str:
+        return path if path.startswith("/") else f"{self.workdir}/{path}".replace("/./", "/")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxDead("this sandbox is closed")
+
+    def _kill_children(self, pid: int) -> bool:
+        """Kill the shell's process tree; False (so the caller resets the whole container) when
+        the pids limit is nearly spent: orphaned runaways, like a fork bomb's, are not in it."""
+        try:
+            if len(self.container.top().get("Processes") or []) >= 0.9 * self.limits.pids:
+                return False
+            code, _ = self.container.exec_run(["sh", "-c", KILL_TREE_SCRIPT, "sh", str(pid)])
+            return code == 0
+        except Exception:
+            return False
+
+    def _hard_reset(self) -> None:
+        """Kill every process in the container and start it again; files in it survive."""
+        try:
+            self.container.kill()
+        except Exception:
+            pass
+        try:
+            self.container.start()
+        except Exception as exc:
+            raise SandboxDead(f"the sandbox container could not be restarted: {exc}") from exc
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def close_all() -> None:
+    for sandbox in list(_open_sandboxes):
+        sandbox.close()

@@ -1,0 +1,132 @@
+"""Turn a repository (local checkout, local mirror or URL) at a commit into a tree to copy.
+
+Only git's object store is read: the user's working tree, index and refs are never touched.
+Inside a sandbox the tree becomes a fresh one-commit repository tagged `codeagent-base`, so
+`diff()` is the agent's change and no later history can leak into the task.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import WorkspaceError
+
+BASE_TAG = "codeagent-base"
+URL_PATTERN = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
+
+# Run inside the copied tree: make it a repository whose only commit is the task's base.
+INIT_REPO_SCRIPT = (
+    "git init -q && git config gc.auto 0 && git config core.fileMode true && "
+    "git add -A && git -c user.name=codeagent -c user.email=codeagent@localhost "
+    "commit -q --no-verify --allow-empty -m \"codeagent base: $1\" && git tag " + BASE_TAG
+)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CODEAGENT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "codeagent"
+    )
+    return Path(root)
+
+
+@dataclass(frozen=True)
+class RepoSnapshot:
+    """A repository's tree at one commit, ready to be copied into sandboxes."""
+
+    git_dir: Path
+    commit: str  # full sha
+    tree: str  # tree sha: equal trees share one prepared workspace
+    source: str
+
+    def write_tar(self, destination: Path) -> None:
+        """`git archive` of the commit into destination (raises WorkspaceError on disk full)."""
+        try:
+            with open(destination, "wb") as out:
+                proc = subprocess.run(
+                    ["git", "--git-dir", str(self.git_dir), "archive", "--format=tar", self.commit],
+                    stdout=out, stderr=subprocess.PIPE,
+                )
+        except OSError as exc:
+            raise _disk_error(exc, destination) from exc
+        if proc.returncode != 0:
+            message = proc.stderr.decode(errors="replace").strip()
+            if "No space left" in message:
+                raise WorkspaceError(f"disk full while copying {self.source} to {destination.parent}: "
+                                     "free some space (or point CODEAGENT_CACHE/TMPDIR elsewhere)")
+            raise WorkspaceError(f"git archive of {self.source} at {self.commit[:12]} failed: {message}")
+
+
+def snapshot(source: str | os.PathLike, commit: str | None = None) -> RepoSnapshot:
+    """Resolve a repository and a commit (default: HEAD) to a RepoSnapshot, or raise WorkspaceError."""
+    source = str(source)
+    git_dir = _mirror_url(source, commit) if URL_PATTERN.match(source) else _local_git_dir(source)
+    full = _resolve_commit(git_dir, commit or "HEAD", source)
+    tree = _git(git_dir, "rev-parse", f"{full}^{{tree}}").strip()
+    return RepoSnapshot(git_dir=git_dir, commit=full, tree=tree, source=source)
+
+
+def _local_git_dir(path: str) -> Path:
+    location = Path(path).expanduser()
+    if not location.exists():
+        raise WorkspaceError(f"repository path {path} does not exist")
+    if not location.is_dir():
+        raise WorkspaceError(f"repository path {path} is a file, not a directory")
+    proc = subprocess.run(["git", "-C", str(location), "rev-parse", "--absolute-git-dir"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise WorkspaceError(f"{path} is not a git repository (run `git init` there and commit, "
+                             "or point --repo at a checkout)")
+    return Path(proc.stdout.strip())
+
+
+def _mirror_url(url: str, commit: str | None) -> Path:
+    """Clone a URL once into the cache as a bare mirror; fetch again when the commit is missing."""
+    name = re.sub(r"[^\w.-]+", "_", url.rstrip("/").split("/")[-1]) or "repo"
+    mirror = cache_dir() / "repos" / f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:10]}.git"
+    if not mirror.exists():
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=mirror.parent) as tmp:
+            proc = subprocess.run(["git", "clone", "--quiet", "--mirror", url, f"{tmp}/m.git"],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise WorkspaceError(f"could not clone {url}: {proc.stderr.strip()[-500:]}")
+            os.replace(f"{tmp}/m.git", mirror)
+    elif commit and not _has_commit(mirror, commit):
+        subprocess.run(["git", "--git-dir", str(mirror), "fetch", "--quiet", "origin"], capture_output=True)
+    return mirror
+
+
+def _has_commit(git_dir: Path, commit: str) -> bool:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
+                          capture_output=True).returncode == 0
+
+
+def _resolve_commit(git_dir: Path, commit: str, source: str) -> str:
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet",
+                           f"{commit}^{{commit}}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        if commit == "HEAD":
+            raise WorkspaceError(f"{source} has no commits yet: commit something first")
+        raise WorkspaceError(f"commit {commit} is not in {source} (fetch it, or check the sha)")
+    return proc.stdout.strip()
+
+
+def _git(git_dir: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise WorkspaceError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _disk_error(exc: OSError, where: Path) -> WorkspaceError:
+    if exc.errno == errno.ENOSPC:
+        return WorkspaceError(f"disk full while writing {where}: free some space "
+                              "(or point CODEAGENT_CACHE/TMPDIR at a larger disk)")
+    return WorkspaceError(f"could not write {where}: {exc}")

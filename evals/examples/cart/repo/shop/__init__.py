@@ -1,0 +1,3 @@
+from .cart import Cart, Line
+
+__all__ = ["Cart", "Line"]

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian/Ubuntu machine: the Docker engine (installed and started
+# when none answers), debootstrap (for air-gapped image builds), a virtualenv with codeagent in
+# it, and the sandbox base image. Safe to run again: what is there already is kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  if [ -z "${APT_UPDATED:-}" ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
+  $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
+
+if ! engine_answers; then
+  if ! command -v dockerd >/dev/null 2>&1; then
+    log "installing the Docker engine (Debian's docker.io)"
+    apt_install docker.io
+  fi
+  if ! engine_answers; then
+    log "starting dockerd"
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-system-running >/dev/null 2>&1; then
+      $SUDO systemctl start docker || true
+    fi
+    if ! engine_answers; then
+      $SUDO sh -c 'nohup dockerd >/var/log/codeagent-dockerd.log 2>&1 &'
+    fi
+    for _ in $(seq 1 60); do engine_answers && break; sleep 1; done
+    engine_answers || { log "dockerd did not start; see /var/log/codeagent-dockerd.log"; exit 1; }
+  fi
+fi
+command -v debootstrap >/dev/null 2>&1 || { log "installing debootstrap"; apt_install debootstrap; }
+command -v git >/dev/null 2>&1 || apt_install git
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PYTHON" -m venv .venv || { apt_install python3-venv && "$PYTHON" -m venv .venv; }
+fi
+EXTRAS=${CODEAGENT_EXTRAS:-dev,llm}
+stamp=$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS
+if [ "$(cat .venv/.codeagent-installed 2>/dev/null)" != "$stamp" ]; then
+  log "installing codeagent[$EXTRAS] into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
+  echo "$stamp" > .venv/.codeagent-installed
+fi
+
+.venv/bin/codeagent sandbox build >/dev/null
+log "ready: .venv/bin/codeagent"

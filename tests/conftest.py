@@ -1,0 +1,60 @@
+"""Shared fixtures. Docker tests use the real engine: without one they fail, they do not skip."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+@pytest.fixture
+def make_repo(tmp_path):
+    """make_repo({"path": "content" | bytes}) -> a git repo with one commit of those files."""
+    counter = {"n": 0}
+
+    def make(files: dict[str, str | bytes], name: str | None = None) -> Path:
+        counter["n"] += 1
+        repo = tmp_path / (name or f"repo{counter['n']}")
+        repo.mkdir()
+        for rel, content in files.items():
+            path = repo / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        git(repo, "init", "-q")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "initial")
+        return repo
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def base_image():
+    from codeagent.sandbox.images import build_base_image
+
+    return build_base_image(log=lambda line: None)
+
+
+def sandbox_containers() -> set[str]:
+    from codeagent.sandbox.docker import LABEL
+    from codeagent.sandbox.engine import docker_client
+
+    return {c.id for c in docker_client().containers.list(all=True, filters={"label": LABEL})}
+
+
+@pytest.fixture
+def no_leaks(base_image):
+    """Fails the test if it leaves a sandbox container behind."""
+    before = sandbox_containers()
+    yield
+    leaked = sandbox_containers() - before
+    assert not leaked, f"{len(leaked)} sandbox container(s) leaked"

@@ -1,0 +1,138 @@
+"""What only the Docker backend promises: isolation, limits, cleanup, errors, parallel starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from codeagent.sandbox import ImageMissing, Limits, WorkspaceError, open_sandbox, snapshot
+from codeagent.sandbox.docker import DockerSandbox
+
+from .conftest import git, sandbox_containers
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+@pytest.fixture
+def repo(make_repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
+    return make_repo({"main.py": "print('hi')\n"})
+
+
+def test_no_network_and_no_host_secrets_by_default(repo, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    with open_sandbox(repo) as box:
+        assert box.run("ls /sys/class/net").output.split() == ["lo"]
+        probe = box.run("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), 3)\"", timeout=20)
+        assert probe.exit_code != 0 and "unreachable" in probe.output.lower()
+        assert "sk-should-not-leak" not in box.run("env").output
+    with open_sandbox(repo, limits=Limits(network=True)) as box:
+        assert "eth0" in box.run("ls /sys/class/net").output.split()
+
+
+def test_fork_bomb_is_contained_and_the_sandbox_recovers(repo):
+    with open_sandbox(repo, limits=Limits(pids=128)) as box:
+        box.run(":(){ :|:& };:", timeout=5)
+        time.sleep(2)
+        assert len(box.container.top()["Processes"]) <= 128  # the pids limit holds
+        for _attempt in range(3):  # a command starved of pids times out, which resets the sandbox
+            result = box.run("ls /proc | grep -c '^[0-9]'", timeout=5)
+            if result.exit_code == 0 and int(result.output) < 20:
+                break
+        else:
+            pytest.fail(f"the sandbox did not recover from the fork bomb: {result}")
+        assert box.run("echo alive").output == "alive\n"
+
+
+def test_memory_hog_is_killed(repo):
+    with open_sandbox(repo, limits=Limits(memory="256m")) as box:
+        result = box.run("python3 -c \"x = bytearray(2 * 1024**3); print('alloc' + 'ated')\"", timeout=60)
+        assert result.exit_code == 137 and "allocated" not in result.output  # SIGKILL by the OOM killer
+        assert box.run("echo alive").output == "alive\n"
+
+
+def test_container_removed_on_exception(repo):
+    with pytest.raises(RuntimeError):
+        with open_sandbox(repo) as box:
+            container_id = box.container.id
+            raise RuntimeError("boom")
+    assert container_id not in sandbox_containers()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_container_removed_on_ctrl_c_and_sigterm(repo, tmp_path, sig):
+    script = textwrap.dedent(f"""
+        import sys, time
+        from codeagent.cli import _terminate
+        import signal
+        signal.signal(signal.SIGTERM, _terminate)
+        from codeagent.sandbox import open_sandbox
+        with open_sandbox({str(repo)!r}) as box:
+            print(box.container.id, flush=True)
+            box.run("sleep 600")
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "CODEAGENT_CACHE": os.environ["CODEAGENT_CACHE"]})
+    container_id = proc.stdout.readline().strip()
+    assert container_id in sandbox_containers()
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    assert container_id not in sandbox_containers()
+
+
+def test_clear_errors_and_no_leaks(tmp_path, make_repo):
+    with pytest.raises(WorkspaceError, match="does not exist"):
+        open_sandbox(tmp_path / "nope")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(WorkspaceError, match="not a git repository"):
+        open_sandbox(tmp_path / "plain")
+    repo = make_repo({"a": "1"})
+    with pytest.raises(WorkspaceError, match="deadbeef is not in"):
+        open_sandbox(repo, "deadbeef")
+    with pytest.raises(ImageMissing, match="codeagent sandbox build"):
+        open_sandbox(repo, image="codeagent/base:does-not-exist")
+
+
+def test_no_engine_gives_one_clear_message(repo):
+    env = {**os.environ, "DOCKER_HOST": "unix:///tmp/no-such-docker.sock"}
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "sandbox", "run", "--repo", str(repo), "--", "true"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 3
+    assert "No Docker engine answers at unix:///tmp/no-such-docker.sock" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_commit_selection_and_url_sources(make_repo):
+    repo = make_repo({"v.txt": "one\n"})
+    first = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "v.txt").write_text("two\n")
+    git(repo, "commit", "-qam", "second")
+    with open_sandbox(f"file://{repo}", first) as box:
+        assert box.read_file("v.txt") == b"one\n"
+        assert box.run("git log --oneline | wc -l").output.strip() == "1"  # no history leaks in
+    with open_sandbox(repo) as box:
+        assert box.read_file("v.txt") == b"two\n"
+
+
+def test_parallel_sandboxes_share_one_workspace_image(repo):
+    snap = snapshot(repo)
+    with ThreadPoolExecutor(4) as pool:
+        boxes = list(pool.map(lambda _: DockerSandbox(snap), range(4)))
+    try:
+        assert len({box.image for box in boxes}) == 1
+        for index, box in enumerate(boxes):
+            box.write_file("main.py", f"print({index})\n")
+        for index, box in enumerate(boxes):
+            assert box.run("python3 main.py").output == f"{index}\n"
+            assert f"+print({index})" in box.diff()
+    finally:
+        for box in boxes:
+            box.close()
