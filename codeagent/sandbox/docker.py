@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import io
 import os
-import select
+import shutil
 import socket
-import struct
 import tarfile
 import tempfile
 import threading
-import time
 import weakref
 from pathlib import Path
 
 from .engine import docker_client
+from .fifo import MOUNT_POINT, FifoTransport, fifo_io_possible
+from .stream import DockerTransport
 from .errors import SandboxDead, SandboxError, WorkspaceError
 from .images import base_image_tag, require_image
 from .protocol import FileEntry, Limits, list_dir_command, parse_list_dir, diff_script
@@ -31,81 +31,6 @@ WORKSPACE_IMAGE = "codeagent/workspace"
 STATE_DIR = "/tmp/.codeagent"
 _open_sandboxes: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
 _workspace_lock = threading.Lock()
-
-
-class DockerTransport:
-    """A `docker exec -i bash` stream; demultiplexes Docker's 8-byte frame headers."""
-
-    def __init__(self, container_id: str, environment: dict[str, str], workdir: str):
-        api = docker_client().api
-        exec_id = api.exec_create(container_id, ["bash", "--noprofile", "--norc"], stdin=True,
-                                  stdout=True, stderr=True, tty=False, environment=environment,
-                                  workdir=workdir)["Id"]
-        self._exec_id = exec_id
-        self._response = api.exec_start(exec_id, socket=True)
-        self._sock: socket.socket = getattr(self._response, "_sock", self._response)
-        self._sock.setblocking(True)
-        self._raw = b""
-        self._frame_left = 0
-
-    def send(self, data: bytes) -> None:
-        try:
-            self._sock.sendall(data)
-        except OSError:
-            pass  # the shell is gone: recv() reports end of stream
-
-    def recv(self, timeout: float) -> bytes | None:
-        end = time.monotonic() + timeout
-        while True:
-            payload = self._take_payload()
-            if payload:
-                return payload
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([self._sock], [], [], left)
-            if not ready:
-                return None
-            try:
-                chunk = self._sock.recv(1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                return b""
-            self._raw += chunk
-
-    def _take_payload(self) -> bytes:
-        out = bytearray()
-        while self._raw:
-            if self._frame_left == 0:
-                if len(self._raw) < 8:
-                    break
-                self._frame_left = struct.unpack(">I", self._raw[4:8])[0]
-                self._raw = self._raw[8:]
-                continue
-            piece = self._raw[: self._frame_left]
-            self._raw = self._raw[len(piece):]
-            self._frame_left -= len(piece)
-            out += piece
-        return bytes(out)
-
-    def exit_code(self) -> int | None:
-        try:
-            for _ in range(20):  # the engine records the exit a moment after the stream ends
-                info = docker_client().api.exec_inspect(self._exec_id)
-                if not info.get("Running"):
-                    return info.get("ExitCode")
-                time.sleep(0.01)
-        except Exception:
-            pass
-        return None
-
-    def close(self) -> None:
-        for closer in (lambda: self._sock.shutdown(socket.SHUT_RDWR), self._sock.close, self._response.close):
-            try:
-                closer()
-            except Exception:
-                pass
 
 
 def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
@@ -168,28 +93,54 @@ class DockerSandbox:
         self.limits = limits or Limits()
         self.image = workspace_image(snapshot, image or base_image_tag(), workdir)
         client = docker_client()
-        environment = {"HOME": "/root", "CODEAGENT_SANDBOX": "1"}
-        self.container = client.containers.run(
-            self.image, ["sleep", "infinity"], detach=True, init=True,
-            network_mode="bridge" if self.limits.network else "none",
-            mem_limit=self.limits.memory, memswap_limit=self.limits.memory,
-            pids_limit=self.limits.pids, nano_cpus=int(self.limits.cpus * 1e9),
-            security_opt=["no-new-privileges"], hostname="sandbox", working_dir=workdir,
-            environment=environment, labels={LABEL: "1", "codeagent.owner": _owner()},
-        )
+        self._environment = {"HOME": "/root", "CODEAGENT_SANDBOX": "1"}
+        self._io_root = Path(tempfile.mkdtemp(prefix="codeagent-io-")) if fifo_io_possible() else None
+        self._io_dir = self._io_root  # None once we fall back to the attach stream
+        self._generation = 0
+        self._closed = True
+        volumes = {str(self._io_dir): {"bind": MOUNT_POINT, "mode": "rw"}} if self._io_dir else None
+        try:
+            self.container = client.containers.run(
+                self.image, ["sleep", "infinity"], detach=True, init=True,
+                network_mode="bridge" if self.limits.network else "none",
+                mem_limit=self.limits.memory, memswap_limit=self.limits.memory,
+                pids_limit=self.limits.pids, nano_cpus=int(self.limits.cpus * 1e9),
+                security_opt=["no-new-privileges"], hostname="sandbox", working_dir=workdir,
+                environment=self._environment, volumes=volumes,
+                labels={LABEL: "1", "codeagent.owner": _owner()},
+            )
+        except BaseException:
+            self._remove_io_dir()
+            raise
         _open_sandboxes.add(self)
         self._closed = False
         shell_options = {"output_limit": output_limit} if output_limit else {}
         self.shell = ShellSession(
-            lambda: DockerTransport(self.container.id, environment, workdir),
-            state_dir=STATE_DIR, workdir=workdir, kill_children=self._kill_children,
+            self._open_transport, state_dir=STATE_DIR, workdir=workdir, kill_children=self._kill_children,
             hard_reset=self._hard_reset, **shell_options,
         )
         try:
-            self.shell.start()
+            try:
+                self.shell.start()
+            except Exception:
+                if self._io_dir is None:
+                    raise
+                self._io_dir = None  # FIFOs do not work with this engine: use the attach stream
+                self.shell.close()
+                self.shell.start()
         except BaseException:
             self.close()
             raise
+
+    @property
+    def io_mode(self) -> str:
+        return "fifo" if self._io_dir else "stream"
+
+    def _open_transport(self):
+        self._generation += 1
+        if self._io_dir is not None:
+            return FifoTransport(self.container.id, self._io_dir, self._generation, self._environment, self.workdir)
+        return DockerTransport(self.container.id, self._environment, self.workdir)
 
     # -- protocol ------------------------------------------------------------------------------
 
@@ -256,12 +207,19 @@ class DockerSandbox:
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        self.shell.close() if hasattr(self, "shell") else None
+        if hasattr(self, "shell"):
+            self.shell.close()
         try:
             self.container.remove(force=True)
         except Exception:
             pass
+        self._remove_io_dir()
         _open_sandboxes.discard(self)
+
+    def _remove_io_dir(self) -> None:
+        io_dir = getattr(self, "_io_root", None)
+        if io_dir is not None:
+            shutil.rmtree(io_dir, ignore_errors=True)
 
     def __enter__(self) -> "DockerSandbox":
         return self
