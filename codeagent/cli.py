@@ -10,10 +10,8 @@ import click
 from . import __version__
 
 NOT_BUILT = {
-    "solve": "the agent (issue #3: models, tools, headless solve) and the TUI (issue #7)",
     "eval": "the SWE-bench harness and batch evaluation (issue #4)",
     "train": "SFT, DPO and GRPO training on trajectories (issue #6)",
-    "traj": "the trajectory store commands (issue #3)",
     "serve": "serving a trained model over an OpenAI-compatible API (issue #6)",
 }
 
@@ -37,6 +35,85 @@ def _not_built(name: str, what: str) -> click.Command:
 
 for _name, _what in NOT_BUILT.items():
     cli.add_command(_not_built(_name, _what))
+
+
+# -- solve -----------------------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--repo", type=str, default=".", show_default=True, help="The repository (path, mirror or URL).")
+@click.option("--issue", "issue_text", type=str, help="The issue to resolve, as text.")
+@click.option("--issue-file", type=click.Path(exists=True, dir_okay=False), help="The issue, from a file.")
+@click.option("--example", type=str, help="Solve a bundled example task (e.g. cart) instead.")
+@click.option("--commit", type=str, help="Start from this commit (default: HEAD).")
+@click.option("--model", "model_name", type=str, help="litellm model id, or replay:TRAJECTORY.")
+@click.option("--api-base", type=str, help="Base URL of an OpenAI-compatible server (vLLM, ollama...).")
+@click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="local: NO isolation.")
+@click.option("--headless", is_flag=True, help="No TUI: print progress (always so without a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line on stdout.")
+@click.option("--apply", "apply_patch", is_flag=True, help="Apply the patch to the working tree if safe.")
+@click.option("--config", "config_file", type=str, help="A config file (YAML), over the user and project ones.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting, e.g. limits.max_steps=20.")
+def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, sandbox_kind, headless, as_json,
+          apply_patch, config_file, settings) -> None:
+    """Resolve an issue in a repository; the result is a patch (and a trajectory)."""
+    from pathlib import Path
+
+    from .agent.apply import apply_patch as apply_to_tree
+    from .agent.printers import JsonPrinter, ProgressPrinter
+    from .agent.solve import resolve_model, solve as run_solve
+    from .config import ConfigError, load_config, parse_overrides
+    from .events import EventBus
+    from .models import ModelConfigError
+    from .task import Task
+
+    sources = [bool(issue_text), bool(issue_file), bool(example)]
+    if sum(sources) != 1:
+        raise click.UsageError("give exactly one of --issue, --issue-file or --example")
+    with _user_errors(ConfigError, ModelConfigError):
+        if example:
+            from .examples import example_as_task
+
+            task = example_as_task(example)
+        else:
+            text = issue_text or Path(issue_file).read_text()
+            if not text.strip():
+                raise click.UsageError("the issue text is empty")
+            task = Task(repo=repo, problem_statement=text, base_commit=commit)
+        overrides = parse_overrides(list(settings))
+        for key, value in (("name", model_name), ("api_base", api_base)):
+            if value:
+                overrides.setdefault("model", {})[key] = value
+        if sandbox_kind:
+            overrides.setdefault("sandbox", {})["kind"] = sandbox_kind
+        local_repo = task.repo if Path(task.repo).is_dir() else None
+        config = load_config(local_repo, config_file, overrides)
+        model, replay = resolve_model(config, example)
+        if not headless and not as_json and sys.stdin.isatty() and sys.stdout.isatty():
+            click.echo("(the interactive TUI is not built yet: running headless)", err=True)
+        if config.sandbox.kind == "local":
+            click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
+        events = EventBus(JsonPrinter() if as_json else ProgressPrinter())
+        outcome = run_solve(task, config, model, events, replay=replay)
+    result = outcome.result
+    if not as_json:
+        click.echo(result.patch, nl=False)
+        click.echo(f"patch written to {outcome.patch_file}", err=True)
+    if apply_patch and result.patch.strip():
+        if example or not Path(task.repo).is_dir():
+            click.echo("--apply: the repository is not a local working tree; use the patch file", err=True)
+        else:
+            applied = apply_to_tree(task.repo, result.patch)
+            click.echo(applied.message + ("" if applied.applied else f"; the patch is in {outcome.patch_file}"), err=True)
+    sys.exit(0 if result.exit_status == "submitted" else 1)
+
+
+def _mount_traj() -> None:
+    from .trajectory.commands import traj
+
+    cli.add_command(traj)
+
+
+_mount_traj()
 
 
 # -- sandbox ---------------------------------------------------------------------------------------
@@ -113,13 +190,16 @@ class _user_errors:
     """Turn the errors a user can act on into one clear line and exit code 3, not a traceback
     (1 and 2 stay free for the commands codeagent runs and for usage errors)."""
 
+    def __init__(self, *extra: type[BaseException]):
+        self.extra = extra
+
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, tb):
         from .sandbox.errors import SandboxError
 
-        if exc_type is not None and issubclass(exc_type, (SandboxError, FileNotFoundError)):
+        if exc_type is not None and issubclass(exc_type, (SandboxError, FileNotFoundError, *self.extra)):
             click.echo(f"error: {exc}", err=True)
             sys.exit(3)
         return False

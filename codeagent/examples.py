@@ -66,3 +66,63 @@ def example_repo(name: str) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def example_replay(name: str) -> Path:
+    """The recorded trajectory that replays a solution of the example (used with no model)."""
+    path = asset_path("evals", "examples", name, "replay.jsonl")
+    if not path.is_file():
+        raise FileNotFoundError(f"the example {name!r} has no recorded trajectory to replay")
+    return path
+
+
+def example_as_task(name: str):
+    from .task import Task
+
+    spec = example_task(name)
+    return Task(repo=str(example_repo(name)), problem_statement=spec["problem_statement"],
+                instance_id=f"example-{name}", test_command=spec.get("test_command"),
+                FAIL_TO_PASS=spec.get("FAIL_TO_PASS", []), PASS_TO_PASS=spec.get("PASS_TO_PASS", []))
+
+
+def scripted_turn(index: int, turn: dict) -> dict:
+    """A script.yaml turn ({say, call, args}) as an OpenAI assistant message."""
+    import json
+
+    call = {"id": f"call_{index}", "type": "function",
+            "function": {"name": turn["call"], "arguments": json.dumps(turn.get("args") or {})}}
+    return {"role": "assistant", "content": turn.get("say", ""), "tool_calls": [call]}
+
+
+def record_example(name: str, output: Path | None = None) -> Path:
+    """Run the example's scripted solution (script.yaml) through the real agent and sandbox, and
+    save the trajectory as the example's replay.jsonl."""
+    import tempfile
+
+    from .agent.loop import Agent
+    from .config import Config
+    from .models import ScriptedModel
+    from .sandbox import open_sandbox
+    from .trajectory.store import TrajectoryStore
+
+    script = yaml.safe_load(asset_path("evals", "examples", name, "script.yaml").read_text())
+    turns = [scripted_turn(index, turn) for index, turn in enumerate(script, start=1)]
+    task = example_as_task(name)
+    config = Config()
+    with tempfile.TemporaryDirectory() as tmp:
+        agent = Agent(ScriptedModel(turns, name=f"scripted-example-{name}"), config, store=TrajectoryStore(tmp))
+        with open_sandbox(task.repo) as sandbox:
+            result = agent.run(task, sandbox)
+        if result.exit_status != "submitted" or not result.patch.strip():
+            raise RuntimeError(f"the scripted solution of {name} ended with {result.exit_status}: {result.message}")
+        target = output or asset_path("evals", "examples", name, "replay.jsonl")
+        shutil.copyfile(result.trajectory_path, target)
+    return target
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "record":
+        sys.exit("usage: python -m codeagent.examples record NAME")
+    print(record_example(sys.argv[2]))

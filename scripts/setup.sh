@@ -42,7 +42,7 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   "$PYTHON" -m venv .venv || { apt_install python3-venv && "$PYTHON" -m venv .venv; }
 fi
-EXTRAS=${CODEAGENT_EXTRAS:-dev,llm}
+EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data}
 stamp=$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS
 if [ "$(cat .venv/.codeagent-installed 2>/dev/null)" != "$stamp" ]; then
   log "installing codeagent[$EXTRAS] into .venv"

@@ -24,7 +24,7 @@ from .errors import SandboxDead, SandboxError, WorkspaceError
 from .images import base_image_tag, require_image
 from .protocol import FileEntry, Limits, list_dir_command, parse_list_dir, diff_script
 from .shell import KILL_TREE_SCRIPT, CommandResult, ShellSession
-from .workspace import INIT_REPO_SCRIPT, RepoSnapshot
+from .workspace import INIT_REPO_SCRIPT, WORKSPACE_RECIPE, RepoSnapshot
 
 LABEL = "codeagent.sandbox"
 WORKSPACE_IMAGE = "codeagent/workspace"
@@ -39,7 +39,7 @@ def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
 
     client = docker_client()
     base_id = client.images.get(require_image(base_tag)).id.split(":")[-1][:12]
-    tag = f"{WORKSPACE_IMAGE}:{snapshot.tree[:16]}-{base_id}"
+    tag = f"{WORKSPACE_IMAGE}:{snapshot.tree[:16]}-{base_id}-{WORKSPACE_RECIPE}"
     with _workspace_lock:
         try:
             client.images.get(tag)
@@ -93,7 +93,7 @@ class DockerSandbox:
         self.limits = limits or Limits()
         self.image = workspace_image(snapshot, image or base_image_tag(), workdir)
         client = docker_client()
-        self._environment = {"HOME": "/root", "CODEAGENT_SANDBOX": "1"}
+        self._environment = {"HOME": "/root", "CODEAGENT_SANDBOX": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         self._io_root = Path(tempfile.mkdtemp(prefix="codeagent-io-")) if fifo_io_possible() else None
         self._io_dir = self._io_root  # None once we fall back to the attach stream
         self._generation = 0

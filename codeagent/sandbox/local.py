@@ -19,7 +19,7 @@ from pathlib import Path
 from .errors import SandboxDead, WorkspaceError
 from .protocol import FileEntry, diff_script, list_dir_command, parse_list_dir
 from .shell import KILL_TREE_SCRIPT, CommandResult, ShellSession
-from .workspace import INIT_REPO_SCRIPT, RepoSnapshot, cache_dir
+from .workspace import INIT_REPO_SCRIPT, WORKSPACE_RECIPE, RepoSnapshot, cache_dir
 
 NOT_ISOLATED = "local sandbox: commands run on this machine with no isolation"
 _template_lock = threading.Lock()
@@ -66,7 +66,7 @@ class LocalTransport:
 
 def workspace_template(snapshot: RepoSnapshot) -> Path:
     """A prepared one-commit repository of the tree, made once per tree in the cache."""
-    template = cache_dir() / "workspaces" / snapshot.tree
+    template = cache_dir() / "workspaces" / f"{snapshot.tree}-{WORKSPACE_RECIPE}"
     with _template_lock:
         if (template / ".git").is_dir():
             return template
@@ -101,7 +101,7 @@ class LocalSandbox:
             raise
         environment = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root), "LANG": "C.UTF-8",
-            "CODEAGENT_SANDBOX": "local",
+            "CODEAGENT_SANDBOX": "local", "PYTHONDONTWRITEBYTECODE": "1",
         }
         options = {"output_limit": output_limit} if output_limit else {}
         self.shell = ShellSession(

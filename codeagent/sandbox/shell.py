@@ -122,10 +122,16 @@ class ShellSession:
             f"printf '%s %d %s\\n' '{self._marker.decode()}' \"$__codeagent_ec\" \"$PWD\"\n"
         )
         started = time.monotonic()
-        self._transport.send(script.encode())
         output = BoundedOutput(self.output_limit)
         deadline = started + timeout if timeout else None
-        status = self._read_until_marker(output, deadline)
+        try:
+            self._transport.send(script.encode())
+            status = self._read_until_marker(output, deadline)
+        except BaseException:  # Ctrl-C mid-command: stop it, and start a clean shell next time
+            if self.pid:
+                self._kill_children(self.pid)
+            self.close()
+            raise
         timed_out = status == "timeout"
         if timed_out:
             interrupted = self._kill_children(self.pid) if self.pid else False

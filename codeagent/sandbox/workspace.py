@@ -11,6 +11,7 @@ import errno
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -21,12 +22,18 @@ from .errors import WorkspaceError
 BASE_TAG = "codeagent-base"
 URL_PATTERN = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
 
+# Untracked build debris that never belongs in a patch (the repository's own .gitignore adds more).
+IGNORED_DEBRIS = ("__pycache__/", "*.py[co]", ".pytest_cache/", "*.egg-info/", ".mypy_cache/", ".tox/")
+
 # Run inside the copied tree: make it a repository whose only commit is the task's base.
 INIT_REPO_SCRIPT = (
     "git init -q && git config gc.auto 0 && git config core.fileMode true && "
     "git add -A && git -c user.name=codeagent -c user.email=codeagent@localhost "
-    "commit -q --no-verify --allow-empty -m \"codeagent base: $1\" && git tag " + BASE_TAG
+    "commit -q --no-verify --allow-empty -m \"codeagent base: $1\" && git tag " + BASE_TAG + " && "
+    f"printf '%s\\n' {' '.join(repr(p) for p in IGNORED_DEBRIS)} >> .git/info/exclude"
 )
+# Part of every prepared workspace's cache key, so a changed recipe prepares anew.
+WORKSPACE_RECIPE = hashlib.sha256(INIT_REPO_SCRIPT.encode()).hexdigest()[:8]
 
 
 def cache_dir() -> Path:
@@ -130,3 +137,28 @@ def _disk_error(exc: OSError, where: Path) -> WorkspaceError:
         return WorkspaceError(f"disk full while writing {where}: free some space "
                               "(or point CODEAGENT_CACHE/TMPDIR at a larger disk)")
     return WorkspaceError(f"could not write {where}: {exc}")
+
+
+def host_tree(snap: RepoSnapshot) -> Path:
+    """The snapshot's files extracted on this machine (read-only use: code search, indexing).
+    Made once per tree in the cache."""
+    target = cache_dir() / "trees" / snap.tree
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    try:
+        snap.write_tar(staging / "tree.tar")
+        (staging / "tree").mkdir()
+        proc = subprocess.run(["tar", "-xf", str(staging / "tree.tar"), "-C", str(staging / "tree")],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise WorkspaceError(f"could not extract {snap.source}: {proc.stderr.strip()[-500:]}")
+        try:
+            os.replace(staging / "tree", target)
+        except OSError:
+            if not target.is_dir():  # not a concurrent twin that got there first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -1,0 +1,216 @@
+"""The agent loop: render prompts, ask the model, run the tools, observe; stop on submit or a limit.
+
+Every step is appended to the trajectory store as it completes, so a crash or Ctrl-C loses at
+most the step in flight. Control flow uses one small exception, `Stop`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ..config import Config
+from ..events import EventBus, Finished, ModelOutput, Observed, PatchChanged, RunStarted, StepStarted, ToolCalled
+from ..models import ContextWindowExceeded, Model, ModelError, Sampling
+from ..sandbox import Sandbox, SandboxError
+from ..task import Task
+from ..tools.base import ToolContext, ToolSettings
+from ..tools.registry import ToolRegistry
+from ..trajectory.store import TrajectoryStore
+from .history import estimate_tokens, fit_messages
+from .prompts import render
+
+EXIT_STATUSES = ("submitted", "max_steps", "max_cost", "max_time", "format_errors", "interrupted",
+                 "model_error", "sandbox_error")
+READ_ONLY_TOOLS = {"search", "navigate", "submit"}
+
+
+class Stop(Exception):
+    def __init__(self, status: str, message: str = ""):
+        super().__init__(message or status)
+        self.status, self.message = status, message
+
+
+@dataclass
+class RunResult:
+    exit_status: str
+    message: str
+    patch: str
+    steps: int
+    cost: float
+    seconds: float
+    trajectory_id: str
+    trajectory_path: str
+
+
+class Agent:
+    def __init__(self, model: Model, config: Config, *, tools: ToolRegistry | None = None,
+                 events: EventBus | None = None, store: TrajectoryStore | None = None):
+        self.model = model
+        self.config = config
+        self.tools = tools or ToolRegistry(config.agent.tools or None)
+        self.events = events or EventBus()
+        self.store = store or TrajectoryStore(config.trajectory_root())
+
+    def run(self, task: Task, sandbox: Sandbox, *, localization: str = "", group_id: str | None = None,
+            candidate_index: int | None = None, replay: bool = False) -> RunResult:
+        config = self.config
+        started = time.monotonic()
+        messages = self._initial_messages(task, sandbox, localization)
+        sampling = Sampling(temperature=config.model.temperature, top_p=config.model.top_p,
+                            max_tokens=config.model.max_tokens, seed=config.model.seed)
+        writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.model_dump(mode="json"),
+                                   model=self.model.name, sampling=sampling.model_dump(exclude_none=True),
+                                   tools=self.tools.specs(), messages=messages, group_id=group_id,
+                                   candidate_index=candidate_index)
+        run_id = writer.id
+        emit = lambda event: self.events.emit(_stamped(event, run_id))  # noqa: E731
+        emit(RunStarted(task_id=task.instance_id, model=self.model.name, sandbox=sandbox.kind, replay=replay))
+        context = ToolContext(sandbox=sandbox, issue=task.problem_statement, settings=ToolSettings(
+            command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
+            review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude()))
+        state = _RunState()
+        status, message = "interrupted", ""
+        try:
+            while True:
+                self._check_limits(state, started)
+                self._step(state, messages, sampling, context, writer, emit)
+        except Stop as stop:
+            status, message = stop.status, stop.message
+        except KeyboardInterrupt:
+            status, message = "interrupted", "interrupted by the user"
+        except ModelError as exc:
+            status, message = "model_error", f"{type(exc).__name__}: {exc}"
+        except SandboxError as exc:
+            status, message = "sandbox_error", f"{type(exc).__name__}: {exc}"
+        finally:
+            patch = self._final_patch(sandbox, context, state)
+            seconds = time.monotonic() - started
+            writer.update(patch=patch, exit_status=status, exit_message=message, wall_seconds=seconds)
+            writer.close()
+        emit(Finished(exit_status=status, message=message, patch=patch, steps=state.steps, cost=state.cost,
+                      seconds=seconds, trajectory_id=run_id, trajectory_path=str(writer.path)))
+        return RunResult(status, message, patch, state.steps, state.cost, seconds, run_id, str(writer.path))
+
+    # -- pieces --------------------------------------------------------------------------------
+
+    def _initial_messages(self, task: Task, sandbox: Sandbox, localization: str) -> list[dict]:
+        agent = self.config.agent
+        values = dict(workdir=sandbox.workdir, network=self.config.sandbox.network, scratch_dir=agent.scratch_dir)
+        system = render("system", agent.prompts_dir, **values)
+        instance = render("instance", agent.prompts_dir, problem_statement=task.problem_statement,
+                          hints_text=task.hints_text, localization=localization, **values)
+        return [{"role": "system", "content": system}, {"role": "user", "content": instance}]
+
+    def _check_limits(self, state: "_RunState", started: float) -> None:
+        limits = self.config.limits
+        if state.steps >= limits.max_steps:
+            raise Stop("max_steps", f"reached the limit of {limits.max_steps} steps")
+        if state.cost >= limits.max_cost:
+            raise Stop("max_cost", f"spent ${state.cost:.4f}, the limit is ${limits.max_cost:.2f}")
+        if time.monotonic() - started >= limits.max_seconds:
+            raise Stop("max_time", f"ran for more than {limits.max_seconds:g}s")
+
+    def _step(self, state, messages, sampling, context, writer, emit) -> None:
+        index = state.steps
+        state.steps += 1
+        emit(StepStarted(step=index))
+        step_started = _now()
+        model_started = time.monotonic()
+        response = self._complete(messages, sampling)
+        model_seconds = time.monotonic() - model_started
+        state.cost += response.usage.cost or 0.0
+        emit(ModelOutput(step=index, text=response.content,
+                         tool_calls=[call.model_dump() for call in response.tool_calls],
+                         format_error=response.format_error, cost=response.usage.cost,
+                         prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens))
+        new_messages = [response.to_message()]
+        tool_stats, tool_seconds, submitted = [], 0.0, False
+        error = response.format_error or (None if response.tool_calls else "the reply has no tool call")
+        if error:
+            state.format_errors += 1
+            limit = self.config.limits.max_format_errors
+            new_messages.append({"role": "user", "content": render(
+                "format_error", self.config.agent.prompts_dir, error=error, count=state.format_errors,
+                limit=limit, native_tools=self.config.model.native_tools)})
+        else:
+            state.format_errors = 0
+            for position, call in enumerate(response.tool_calls):
+                if submitted:  # keep the transcript valid: every call gets an answer
+                    new_messages.append(_tool_message(call, "Not run: the solution was already submitted."))
+                    continue
+                emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
+                result = self.tools.call(call.name, call.arguments, context)
+                tool_seconds += result.seconds
+                submitted = result.submitted
+                state.edited |= call.name not in READ_ONLY_TOOLS
+                observation = render("observation", self.config.agent.prompts_dir, result=result)
+                new_messages.append(_tool_message(call, observation))
+                tool_stats.append({"id": call.id, "name": call.name, "exit_code": result.exit_code,
+                                   "timed_out": result.timed_out, "seconds": round(result.seconds, 4),
+                                   "output_chars": len(result.output)})
+                emit(Observed(step=index, call_id=call.id, tool=call.name, output=result.output,
+                              exit_code=result.exit_code, error=result.error, timed_out=result.timed_out,
+                              seconds=result.seconds))
+        messages.extend(new_messages)
+        writer.append_step({
+            "index": index, "started": step_started, "ended": _now(), "model_seconds": round(model_seconds, 4),
+            "tool_seconds": round(tool_seconds, 4), "prompt_tokens": response.usage.prompt_tokens,
+            "completion_tokens": response.usage.completion_tokens, "cost": response.usage.cost,
+            "finish_reason": response.finish_reason, "format_error": error, "token_ids": response.token_ids,
+            "logprobs": response.logprobs, "prompt_token_ids": response.prompt_token_ids, "tool_calls": tool_stats,
+        }, new_messages)
+        if state.edited and not submitted:
+            self._emit_patch(state, context, index, emit)
+        if error and state.format_errors >= self.config.limits.max_format_errors:
+            raise Stop("format_errors", f"{state.format_errors} unusable replies in a row; the last: {error}")
+        if submitted:
+            raise Stop("submitted", "the agent submitted its patch")
+
+    def _complete(self, messages: list[dict], sampling: Sampling):
+        count = getattr(self.model, "count_tokens", estimate_tokens)
+        reserve = self.config.model.max_tokens or 4096
+        budget = max(1024, self.config.model.context_tokens - reserve)
+        for _attempt in range(3):
+            try:
+                return self.model.complete(fit_messages(messages, budget, count), self.tools.specs(), sampling)
+            except ContextWindowExceeded:
+                budget = int(budget * 0.7)  # our estimate was optimistic: fit tighter and ask again
+        raise Stop("model_error", "the conversation does not fit the model's context window even when elided")
+
+    def _emit_patch(self, state, context: ToolContext, index: int, emit) -> None:
+        patch = context.sandbox.diff(exclude=context.settings.patch_exclude)
+        state.edited = False
+        if patch != state.patch:
+            state.patch = patch
+            emit(PatchChanged(step=index, patch=patch))
+
+    @staticmethod
+    def _final_patch(sandbox: Sandbox, context: ToolContext, state: "_RunState") -> str:
+        try:
+            return sandbox.diff(exclude=context.settings.patch_exclude)
+        except (SandboxError, OSError):
+            return state.patch  # the sandbox is gone: the last patch seen is the best we have
+
+
+@dataclass
+class _RunState:
+    steps: int = 0
+    cost: float = 0.0
+    format_errors: int = 0
+    edited: bool = False
+    patch: str = ""
+
+
+def _tool_message(call, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+
+
+def _stamped(event, run_id: str):
+    event.run_id = run_id
+    return event
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

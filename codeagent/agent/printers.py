@@ -1,0 +1,99 @@
+"""Headless consumers of the event stream: a readable progress printer and a JSON-lines printer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from ..events import Event, Finished, ModelOutput, Observed, PatchChanged, RunStarted, StepStarted, ToolCalled
+
+PREVIEW_LINES = 12
+
+
+class JsonPrinter:
+    """One JSON object per event, one per line (`--json`)."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stdout
+
+    def __call__(self, event: Event) -> None:
+        self.stream.write(json.dumps(event.to_dict(), default=str) + "\n")
+        self.stream.flush()
+
+
+class ProgressPrinter:
+    """What a person watching a headless run wants to see, on stderr by default."""
+
+    def __init__(self, stream: TextIO | None = None, verbose: bool = False):
+        from rich.console import Console
+
+        self.console = Console(file=stream or sys.stderr, highlight=False, soft_wrap=True)
+        self.verbose = verbose
+
+    def __call__(self, event: Event) -> None:
+        handler = getattr(self, f"_on_{event.kind}", None)
+        if handler:
+            handler(event)
+
+    def _on_run_started(self, event: RunStarted) -> None:
+        if event.replay:
+            self.console.print("[bold yellow]REPLAY[/]: no model is configured, so this run plays back a recorded "
+                               "trajectory; the commands and tests run for real in the sandbox.")
+        self.console.print(f"[bold]codeagent[/] · task {event.task_id} · model {event.model} · sandbox {event.sandbox}")
+
+    def _on_step_started(self, event: StepStarted) -> None:
+        self.console.rule(f"step {event.step + 1}", style="dim")
+
+    def _on_model_output(self, event: ModelOutput) -> None:
+        if event.text.strip():
+            self.console.print(event.text.strip(), style="italic", markup=False)
+        if event.format_error:
+            self.console.print(f"unusable reply: {event.format_error}", style="red", markup=False)
+
+    def _on_tool_called(self, event: ToolCalled) -> None:
+        self.console.print(_describe_call(event.tool, event.arguments), style="bold cyan", markup=False)
+
+    def _on_observation(self, event: Observed) -> None:
+        lines = event.output.splitlines()
+        shown = lines if self.verbose else lines[:PREVIEW_LINES]
+        for line in shown:
+            self.console.print(f"  {line}", style="dim", markup=False)
+        if len(shown) < len(lines):
+            self.console.print(f"  [... {len(lines) - len(shown)} more lines]", style="dim", markup=False)
+        status = "timed out" if event.timed_out else (f"exit {event.exit_code}" if event.exit_code is not None else "")
+        colour = "red" if event.error or event.timed_out or (event.exit_code not in (None, 0)) else "green"
+        self.console.print(f"  [{colour}]{status or ('error' if event.error else 'ok')}[/] · {event.seconds:.2f}s")
+
+    def _on_patch_changed(self, event: PatchChanged) -> None:
+        added, removed, files = patch_stats(event.patch)
+        self.console.print(f"  patch: {files} file(s), +{added} -{removed}", style="magenta")
+
+    def _on_finished(self, event: Finished) -> None:
+        self.console.rule("done", style="bold")
+        colour = "green" if event.exit_status == "submitted" else "yellow"
+        self.console.print(f"exit status: [bold {colour}]{event.exit_status}[/]" +
+                           (f" ({event.message})" if event.message and event.exit_status != "submitted" else ""))
+        self.console.print(f"steps: {event.steps} · cost: ${event.cost:.4f} · time: {event.seconds:.1f}s")
+        self.console.print(f"trajectory: {event.trajectory_id} ({event.trajectory_path})")
+
+
+def _describe_call(tool: str, arguments: dict) -> str:
+    if tool == "bash":
+        return f"$ {arguments.get('command', '')}"
+    if tool == "editor":
+        return f"editor {arguments.get('command', '')} {arguments.get('path', '')}"
+    details = " ".join(f"{key}={value!r}" for key, value in arguments.items())
+    return f"{tool} {details}".strip()
+
+
+def patch_stats(patch: str) -> tuple[int, int, int]:
+    added = removed = files = 0
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            files += 1
+        elif line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return added, removed, files

@@ -1,0 +1,68 @@
+"""One `solve` run from start to end: config, model, sandbox, localization, agent, patch file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+from ..events import EventBus
+from ..models import Model, ModelConfigError, make_model
+from ..sandbox import Limits, open_sandbox, snapshot
+from ..task import Task
+from .loop import Agent, RunResult
+
+
+@dataclass
+class SolveOutcome:
+    result: RunResult
+    patch_file: Path
+
+
+def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
+    """The configured model; with none configured, the example's recorded trajectory (replay)."""
+    if config.model.name:
+        options = {"api_base": config.model.api_base, "retries": config.model.retries,
+                   "native_tools": config.model.native_tools}
+        if config.model.name.startswith("replay:"):
+            return make_model(config.model.name), True
+        return make_model(config.model.name, **options), False
+    if example:
+        from ..examples import example_replay
+
+        return make_model(f"replay:{example_replay(example)}"), True
+    raise ModelConfigError(
+        "no model configured: pass --model (e.g. --model gpt-4o, --model anthropic/claude-sonnet-4-20250514, "
+        "or --model hosted_vllm/NAME --api-base http://localhost:8000/v1), or set model.name in "
+        "~/.config/codeagent/config.yaml or the repository's .codeagent.yaml. The provider's key comes from "
+        "its usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)."
+    )
+
+
+def localization_hint(task: Task, config: Config, k: int = 5) -> str:
+    """Ranked candidate files for the first prompt ('' when disabled or nothing is found)."""
+    if not config.agent.localize:
+        return ""
+    from ..code.localize import localize
+    from ..sandbox.workspace import host_tree
+
+    tree = host_tree(snapshot(task.repo, task.base_commit))
+    candidates = localize(tree, task.problem_statement, k=k)
+    lines = []
+    for candidate in candidates:
+        symbols = ", ".join(symbol.qualname for symbol in candidate.symbols[:3])
+        lines.append(f"- {candidate.path}" + (f" ({symbols})" if symbols else ""))
+    return "\n".join(lines)
+
+
+def solve(task: Task, config: Config, model: Model, events: EventBus, *, replay: bool = False) -> SolveOutcome:
+    limits = Limits(network=config.sandbox.network, memory=config.sandbox.memory, pids=config.sandbox.pids,
+                    cpus=config.sandbox.cpus)
+    options = {"limits": limits, "image": config.sandbox.image} if config.sandbox.kind == "docker" else {}
+    hint = localization_hint(task, config)
+    agent = Agent(model, config, events=events)
+    with open_sandbox(task.repo, task.base_commit, kind=config.sandbox.kind, **options) as sandbox:
+        result = agent.run(task, sandbox, localization=hint, replay=replay)
+    patch_file = Path(result.trajectory_path).with_suffix(".patch")
+    patch_file.write_text(result.patch)
+    return SolveOutcome(result, patch_file)

@@ -1,0 +1,281 @@
+"""Every hosted or served model, through litellm (imported on first use: it takes seconds)."""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import random
+import time
+from typing import Any
+
+from codeagent.models.errors import (
+    ContextWindowExceeded,
+    ModelConfigError,
+    ModelRequestError,
+    ModelUnavailable,
+)
+from codeagent.models.text_protocol import response_from_text, to_text_messages
+from codeagent.models.types import ModelResponse, Sampling, Usage, response_from_message, tool_names
+
+log = logging.getLogger(__name__)
+
+# Servers that need no key (vLLM, SGLang, llama.cpp) still get one from the OpenAI client.
+PLACEHOLDER_API_KEY = "EMPTY"
+
+
+def _import_litellm():
+    # Offline by default: otherwise the import fetches a price list from GitHub, retrying for seconds.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as error:
+        raise ModelConfigError(
+            f"litellm is not installed ({error}); run: pip install 'codeagent[llm]'"
+        ) from error
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class _Retry(Exception):
+    def __init__(self, cause: Exception, wait_hint: float | None = None):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.wait_hint = wait_hint
+
+
+class LiteLLMModel:
+    def __init__(
+        self,
+        name: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        extra: dict[str, Any] | None = None,
+        retries: int = 6,
+        native_tools: bool = True,
+        timeout: float = 600.0,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+    ):
+        if not name or not name.strip():
+            raise ModelConfigError(
+                "no model configured: set `model` in the config file or pass --model "
+                "(e.g. gpt-4o, anthropic/claude-sonnet-4-20250514, hosted_vllm/Qwen/Qwen3-8B)"
+            )
+        self.name = name
+        self.api_base = api_base
+        self.api_key = api_key
+        self.extra = dict(extra or {})
+        self.retries = retries
+        self.native_tools = native_tools
+        self.timeout = timeout
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._checked = False
+        self._native: bool | None = None
+
+    def complete(self, messages: list[dict], tools: list[dict], sampling: Sampling) -> ModelResponse:
+        sampling = sampling or Sampling()
+        litellm = _import_litellm()
+        if not self._checked:
+            self._check_configuration(litellm)
+            self._checked = True
+        native = self.uses_native_tools(litellm)
+        request = {
+            "model": self.name,
+            "messages": messages if native else to_text_messages(messages, tools),
+            "timeout": self.timeout,
+            "num_retries": 0,  # retries are ours, so that they are counted and logged once
+            "max_retries": 0,
+            "drop_params": True,  # e.g. o-series models reject temperature
+            **sampling.model_dump(exclude_none=True),
+        }
+        if native and tools:
+            request["tools"] = tools
+        if self.api_base:
+            request["api_base"] = self.api_base
+        if self.api_key:
+            request["api_key"] = self.api_key
+        request.update(self.extra)
+        response = self._call_with_retries(litellm, request)
+        return self._to_response(litellm, response, native, tool_names(tools))
+
+    def count_tokens(self, messages: list[dict]) -> int:
+        """Tokens of messages for this model (litellm's tokenizer; chars/4 if it has none)."""
+        try:
+            return int(_import_litellm().token_counter(model=self.name, messages=messages))
+        except Exception:
+            from codeagent.agent.history import estimate_tokens
+
+            return estimate_tokens(messages)
+
+    def uses_native_tools(self, litellm=None) -> bool:
+        """Native tool calling unless disabled or litellm knows the model lacks it."""
+        if not self.native_tools:
+            return False
+        if self._native is None:
+            litellm = litellm or _import_litellm()
+            try:
+                supported = litellm.get_model_info(self.name).get("supports_function_calling")
+            except Exception:  # not in litellm's table (served/local models): assume support
+                supported = None
+            self._native = supported is not False
+        return self._native
+
+    def _check_configuration(self, litellm) -> None:
+        try:
+            litellm.get_llm_provider(self.name)
+        except Exception as error:
+            raise ModelConfigError(
+                f"unknown model {self.name!r}: litellm cannot tell its provider ({error}). "
+                "Name it as provider/model, e.g. openai/gpt-4o or hosted_vllm/<served name>"
+            ) from error
+        if self.api_key:
+            return
+        try:
+            missing = litellm.validate_environment(self.name, api_base=self.api_base)["missing_keys"]
+        except Exception:
+            return
+        if not missing:
+            return
+        if self.api_base:
+            self.api_key = PLACEHOLDER_API_KEY
+            return
+        raise ModelConfigError(
+            f"model {self.name!r} needs {' or '.join(missing)}: set it in the environment, or set "
+            "api_key (and api_base for a self-hosted server) in the model config"
+        )
+
+    def _call_with_retries(self, litellm, request: dict):
+        attempt = 0
+        while True:
+            try:
+                response = litellm.completion(**request)
+                if not response.model_dump().get("choices"):
+                    raise _Retry(RuntimeError(f"provider returned no choices: {response}"[:400]))
+                return response
+            except Exception as error:
+                retry = error if isinstance(error, _Retry) else _classify(litellm, error, self.name)
+            if attempt >= self.retries:
+                raise ModelUnavailable(
+                    f"model {self.name!r} still failing after {attempt + 1} attempts: "
+                    f"{type(retry.cause).__name__}: {retry.cause}"
+                ) from retry.cause
+            delay = min(self.backoff_max, self.backoff_base * 2**attempt)
+            delay = delay / 2 + random.uniform(0, delay / 2)
+            if retry.wait_hint is not None:
+                delay = max(delay, min(retry.wait_hint, self.backoff_max))
+            attempt += 1
+            log.warning(
+                "model %s: %s: %s; retry %d/%d in %.1fs",
+                self.name, type(retry.cause).__name__, str(retry.cause)[:200], attempt,
+                self.retries, delay,
+            )
+            time.sleep(delay)
+
+    def _to_response(self, litellm, response, native: bool, known_tools: list[str]) -> ModelResponse:
+        raw = response.model_dump()
+        choice = raw["choices"][0]
+        message = choice.get("message") or {}
+        usage = raw.get("usage") or {}
+        token_ids, logprobs = _token_logprobs(choice.get("logprobs"))
+        fields = dict(
+            usage=Usage(
+                prompt_tokens=usage.get("prompt_tokens") or 0,
+                completion_tokens=usage.get("completion_tokens") or 0,
+                cost=self._cost(litellm, response),
+            ),
+            finish_reason=choice.get("finish_reason"),
+            token_ids=token_ids,
+            logprobs=logprobs,
+            raw=raw,
+        )
+        if native:
+            response = response_from_message(message, known_tools, **fields)
+        else:
+            response = response_from_text(message.get("content") or "", known_tools, **fields)
+        if response.format_error and response.finish_reason == "length":
+            response.format_error += (
+                " (the reply was cut off at the max_tokens limit: finish_reason=length)"
+            )
+        return response
+
+    def _cost(self, litellm, response) -> float | None:
+        try:
+            return float(litellm.completion_cost(completion_response=response, model=self.name))
+        except Exception:  # no price known for this model
+            return None
+
+
+def _token_logprobs(logprobs: dict | None) -> tuple[list[int] | None, list[float] | None]:
+    entries = (logprobs or {}).get("content") or []
+    if not entries:
+        return None, None
+    values = [entry.get("logprob") for entry in entries]
+    # vLLM with return_tokens_as_token_ids writes each token as "token_id:<int>".
+    ids = []
+    for entry in entries:
+        token = entry.get("token") or ""
+        if not token.startswith("token_id:"):
+            ids = None
+            break
+        ids.append(int(token.split(":", 1)[1]))
+    return ids, values
+
+
+def _retry_after(error: Exception) -> float | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _classify(litellm, error: Exception, model: str) -> _Retry:
+    """Return a _Retry for transient failures; raise the matching ModelError otherwise."""
+    e = litellm.exceptions
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, e.ContextWindowExceededError):
+        raise ContextWindowExceeded(f"model {model!r}: {text}") from error
+    if isinstance(error, (e.AuthenticationError, e.PermissionDeniedError)):
+        raise ModelConfigError(
+            f"model {model!r} rejected the API key ({text}); check the key for this provider "
+            "(environment variable or api_key in the model config)"
+        ) from error
+    if isinstance(error, e.NotFoundError):
+        raise ModelConfigError(
+            f"model {model!r} not found ({text}); check the model name and api_base"
+        ) from error
+    if isinstance(error, e.PaymentRequiredError):
+        raise ModelConfigError(f"model {model!r}: payment required ({text})") from error
+    if isinstance(error, e.LiteLLMUnknownProvider):
+        raise ModelConfigError(f"model {model!r}: {text}; name it as provider/model") from error
+    if "Missing credentials" in str(error) or "api_key client option must be set" in str(error):
+        raise ModelConfigError(f"model {model!r}: no API key ({text})") from error
+    if isinstance(error, ModuleNotFoundError):
+        raise ModelConfigError(
+            f"litellm needs a missing package ({error}); run: pip install 'codeagent[llm]'"
+        ) from error
+    transient = (
+        e.RateLimitError,
+        e.Timeout,
+        e.APIConnectionError,
+        e.InternalServerError,
+        e.ServiceUnavailableError,
+        e.BadGatewayError,
+    )
+    if isinstance(error, transient):
+        return _Retry(error, _retry_after(error))
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and (status >= 500 or status in (408, 409, 429)):
+        return _Retry(error, _retry_after(error))
+    if isinstance(error, (e.BadRequestError, e.UnprocessableEntityError, e.APIError)) or (
+        isinstance(status, int) and 400 <= status < 500
+    ):
+        raise ModelRequestError(f"model {model!r}: request rejected: {text}") from error
+    raise error

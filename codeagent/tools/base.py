@@ -1,0 +1,55 @@
+"""What a tool is: a spec (data, from tools/*.yaml) and a function over a ToolContext."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..sandbox import Sandbox
+
+
+@dataclass
+class ToolResult:
+    output: str
+    error: bool = False  # the call failed (bad arguments, missing file...): the model should adapt
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    submitted: bool = False  # the run ends after this call
+
+
+@dataclass
+class ToolSettings:
+    command_timeout: float = 300.0
+    observation_chars: int = 12_000  # what the model sees of one observation (head + tail)
+    max_listing: int = 200  # lines of search results / listings before they are capped
+    review_on_submit: bool = False  # the first submit shows the patch and asks to confirm
+    patch_exclude: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ToolContext:
+    sandbox: Sandbox
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    issue: str = ""
+    state: dict[str, Any] = field(default_factory=dict)  # per-run state of tools (edit history...)
+
+
+class ToolError(Exception):
+    """Raised by a tool implementation: the message goes back to the model as the observation."""
+
+
+ToolFunction = Callable[..., ToolResult | str]
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    function: ToolFunction
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI function-tool form sent to the model."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}

@@ -1,0 +1,83 @@
+"""Load tool specs from the top-level tools/ folder and run calls against them.
+
+A spec is YAML: name, description, JSON-schema parameters, and `implementation: module:function`.
+Adding a tool is adding a file there (and its function): the agent loop does not change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+
+import yaml
+
+from ..assets import asset_dir
+from .base import Tool, ToolContext, ToolError, ToolResult
+
+
+class ToolSpecError(ValueError):
+    pass
+
+
+def load_tool(path: Path) -> Tool:
+    try:
+        data = yaml.safe_load(path.read_text())
+        module_name, _, function_name = data["implementation"].partition(":")
+        function = getattr(importlib.import_module(module_name), function_name)
+        return Tool(name=data["name"], description=data["description"].strip(),
+                    parameters=data.get("parameters") or {"type": "object", "properties": {}},
+                    function=function)
+    except (KeyError, TypeError, ValueError, ImportError, AttributeError, yaml.YAMLError) as exc:
+        raise ToolSpecError(f"bad tool spec {path}: {exc!r}") from exc
+
+
+def available_tools(folder: Path | None = None) -> dict[str, Path]:
+    root = folder or asset_dir("tools")
+    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
+
+
+class ToolRegistry:
+    def __init__(self, names: list[str] | None = None, folder: Path | None = None):
+        specs = available_tools(folder)
+        wanted = names or list(specs)
+        unknown = [name for name in wanted if name not in specs]
+        if unknown:
+            raise ToolSpecError(f"unknown tool(s) {', '.join(unknown)}; available: {', '.join(specs)}")
+        self.tools = {tool.name: tool for tool in (load_tool(specs[name]) for name in wanted)}
+
+    def specs(self) -> list[dict]:
+        return [tool.spec() for tool in self.tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    def call(self, name: str, arguments: dict, context: ToolContext) -> ToolResult:
+        """Run one call. Bad calls come back as error results, never as exceptions."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolResult(f"Unknown tool {name!r}. Available tools: {', '.join(self.tools)}.", error=True)
+        problem = _validate(arguments, tool.parameters)
+        if problem:
+            return ToolResult(f"Invalid arguments for {name}: {problem}", error=True)
+        started = time.monotonic()
+        try:
+            result = tool.function(context, **arguments)
+        except ToolError as exc:
+            result = ToolResult(str(exc), error=True)
+        if isinstance(result, str):
+            result = ToolResult(result)
+        if not result.seconds:
+            result.seconds = time.monotonic() - started
+        return result
+
+
+def _validate(arguments: dict, schema: dict) -> str | None:
+    import jsonschema
+
+    try:
+        jsonschema.validate(arguments, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path)
+        return f"{exc.message}" + (f" (at {where})" if where else "")
+    return None

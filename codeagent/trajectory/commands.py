@@ -1,0 +1,192 @@
+"""`codeagent traj ...`: list, show and export stored trajectories.
+
+Only click is imported at module level so that `codeagent --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+def _filter_options(command):
+    options = [
+        click.option("--instance", help="Instance id (shell wildcards allowed, e.g. 'django__*')."),
+        click.option("--model", "model_name", help="Substring of the model name."),
+        click.option("--exit-status", help="Exact exit status, e.g. submitted."),
+        click.option(
+            "--resolved/--unresolved", default=None, help="Only (un)resolved trajectories."
+        ),
+        click.option("--group", "group_id", help="Group id (candidates of one task)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _make_filter(instance, model_name, exit_status, resolved, group_id):
+    from codeagent.trajectory.store import TrajectoryFilter
+
+    return TrajectoryFilter(
+        instance=instance, model=model_name, exit_status=exit_status, resolved=resolved,
+        group_id=group_id,
+    )
+
+
+def _store(ctx: click.Context):
+    from codeagent.trajectory.store import TrajectoryStore
+
+    return TrajectoryStore(ctx.obj["store_dir"])
+
+
+def _task_label(trajectory) -> str:
+    task = trajectory.task
+    if task.get("instance_id"):
+        return task["instance_id"]
+    text = (task.get("problem_statement") or task.get("repo") or "").strip().splitlines()
+    return (text[0][:40] if text else "") or "-"
+
+
+def _reward_label(trajectory) -> str:
+    if not trajectory.rewards:
+        return "-"
+    parts = [
+        f"{key}={value:.3g}" if isinstance(value, (int, float)) else f"{key}={value}"
+        for key, value in trajectory.rewards.items()
+    ]
+    return parts[0].split("=", 1)[1] if len(parts) == 1 else ", ".join(parts)[:30]
+
+
+@click.group("traj")
+@click.option(
+    "--store", "store_dir", type=click.Path(file_okay=False), envvar="CODEAGENT_TRAJECTORY_DIR",
+    help="Trajectory directory [default: ~/.codeagent/trajectories].",
+)
+@click.pass_context
+def traj(ctx: click.Context, store_dir: str | None) -> None:
+    """List, show and export recorded trajectories."""
+    ctx.ensure_object(dict)
+    ctx.obj["store_dir"] = store_dir
+
+
+@traj.command("ls")
+@_filter_options
+@click.option("--limit", "-n", default=50, show_default=True, help="Most recent N (0: all).")
+@click.pass_context
+def ls_command(ctx, instance, model_name, exit_status, resolved, group_id, limit) -> None:
+    """List trajectories, most recent last."""
+    from rich.console import Console
+    from rich.table import Table
+
+    store = _store(ctx)
+    trajectories = store.list(_make_filter(instance, model_name, exit_status, resolved, group_id))
+    if limit:
+        trajectories = trajectories[-limit:]
+    console = Console()
+    if not trajectories:
+        console.print(f"No trajectories in {store.root}.")
+        return
+    table = Table(box=None, header_style="bold")
+    for column in ("id", "created", "task", "model", "exit", "steps", "cost", "reward"):
+        table.add_column(
+            column, justify="right" if column in ("steps", "cost") else "left",
+            no_wrap=column in ("id", "created"),
+        )
+    for t in trajectories:
+        cost = t.totals.cost
+        table.add_row(
+            t.id,
+            t.created.astimezone().strftime("%Y-%m-%d %H:%M"),
+            _task_label(t),
+            t.model,
+            t.exit_status or "-",
+            str(t.totals.steps),
+            "-" if cost is None else f"${cost:.4f}",
+            _reward_label(t),
+        )
+    console.print(table)
+
+
+@traj.command("show")
+@click.argument("trajectory_id")
+@click.option("--max-chars", default=2000, show_default=True,
+              help="Cut each message to this many characters (0: no limit).")
+@click.pass_context
+def show_command(ctx, trajectory_id: str, max_chars: int) -> None:
+    """Show one trajectory's conversation (ID may be a unique prefix)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.syntax import Syntax
+
+    from codeagent.agent.history import head_tail
+    from codeagent.trajectory.store import TrajectoryError
+
+    try:
+        t = _store(ctx).load(trajectory_id)
+    except TrajectoryError as error:
+        raise click.ClickException(str(error)) from None
+    console = Console()
+    cut = (lambda text: head_tail(text, max_chars)) if max_chars else (lambda text: text)
+    totals = t.totals
+    console.print(f"[bold]{t.id}[/]  task: {escape(_task_label(t))}  model: {escape(t.model)}")
+    console.print(
+        f"exit: {t.exit_status or '-'}  steps: {totals.steps}  "
+        f"tokens: {totals.prompt_tokens}+{totals.completion_tokens}  "
+        f"cost: {'-' if totals.cost is None else f'${totals.cost:.4f}'}  "
+        f"resolved: {t.resolved if t.resolved is not None else '-'}  reward: {_reward_label(t)}"
+    )
+    if t.exit_message:
+        console.print(f"[red]{escape(t.exit_message)}[/]")
+    colors = {"system": "magenta", "user": "green", "assistant": "cyan", "tool": "yellow"}
+    for message in t.messages:
+        role = message.get("role", "?")
+        console.rule(f"[{colors.get(role, 'white')}]{role}[/]", align="left")
+        content = message.get("content")
+        if content:
+            console.print(escape(cut(content if isinstance(content, str) else json.dumps(content))))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            console.print(
+                f"[bold cyan]→ {escape(str(function.get('name')))}[/] "
+                f"{escape(cut(str(function.get('arguments'))))}"
+            )
+    if t.patch:
+        console.rule("[bold]patch[/]", align="left")
+        console.print(Syntax(t.patch, "diff", word_wrap=True))
+
+
+@traj.command("export")
+@click.option("--format", "fmt", type=click.Choice(["sft", "dpo", "jsonl"]), required=True)
+@click.option("--output", "-o", type=click.Path(), required=True,
+              help="sft/dpo: .jsonl, .parquet, or a directory (datasets.save_to_disk).")
+@_filter_options
+@click.option("--include-unresolved", is_flag=True,
+              help="sft: also export trajectories not verified as resolved.")
+@click.option("--max-pairs", type=int, default=None, help="dpo: at most N pairs per task.")
+@click.pass_context
+def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved, group_id,
+                   include_unresolved, max_pairs) -> None:
+    """Export trajectories as raw JSONL, or SFT / DPO datasets."""
+    from codeagent.trajectory import export
+
+    store = _store(ctx)
+    trajectories = store.iter(_make_filter(instance, model_name, exit_status, resolved, group_id))
+    try:
+        if fmt == "jsonl":
+            count = export.to_jsonl(trajectories, output)
+        elif fmt == "sft":
+            count = export.to_sft(trajectories, output, require_resolved=not include_unresolved)
+        else:
+            count = export.to_dpo(trajectories, output, max_pairs_per_task=max_pairs)
+    except export.ExportError as error:
+        raise click.ClickException(str(error)) from None
+    if count == 0:
+        why = {
+            "sft": "sft takes trajectories verified as resolved (verification.resolved = true); "
+            "grade them first or pass --include-unresolved",
+            "dpo": "dpo needs, for the same task, a resolved and an unresolved trajectory",
+            "jsonl": "no trajectory matched the filters",
+        }[fmt]
+        raise click.ClickException(f"nothing exported from {store.root}: {why}")
+    click.echo(f"exported {count} {'rows' if fmt != 'jsonl' else 'trajectories'} to {output}")

@@ -1,0 +1,195 @@
+"""Export trajectories: raw JSONL, and SFT / DPO datasets built with Hugging Face `datasets`.
+
+Dataset rows keep messages in OpenAI chat format with tool-call arguments as JSON strings (what
+the model wrote, and a type Arrow can store for every tool), and the tool specs as a JSON string
+in the `tools` column: json.loads it before handing it to a chat template.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable, Iterable
+
+from codeagent.trajectory.schema import Trajectory
+
+Predicate = Callable[[Trajectory], bool]
+
+
+class ExportError(Exception):
+    pass
+
+
+def _atomic_write_text(path: Path, write: Callable[[Any], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False)
+    try:
+        with handle:
+            write(handle)
+        os.replace(handle.name, path)
+    except BaseException:
+        os.unlink(handle.name)
+        raise
+
+
+def to_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> int:
+    """Full trajectories, one JSON object per line. Needs no extra package."""
+    count = 0
+
+    def write(handle) -> None:
+        nonlocal count
+        for trajectory in trajectories:
+            handle.write(trajectory.model_dump_json() + "\n")
+            count += 1
+
+    _atomic_write_text(Path(path), write)
+    return count
+
+
+def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI chat fields a training chat template reads, with stable types."""
+    out: dict[str, Any] = {"role": message.get("role"), "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {
+                    "name": (call.get("function") or {}).get("name"),
+                    "arguments": _arguments_text((call.get("function") or {}).get("arguments")),
+                },
+            }
+            for call in message["tool_calls"]
+        ]
+    for key in ("tool_call_id", "name"):
+        if message.get(key):
+            out[key] = message[key]
+    return out
+
+
+def _arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments if arguments is not None else {})
+
+
+def _reward(trajectory: Trajectory) -> float | None:
+    numeric = [v for v in trajectory.rewards.values() if isinstance(v, (int, float))]
+    return float(numeric[0]) if len(numeric) == 1 else None
+
+
+def sft_rows(
+    trajectories: Iterable[Trajectory],
+    *,
+    require_resolved: bool = True,
+    where: Predicate | None = None,
+) -> list[dict[str, Any]]:
+    """One row per trajectory: the whole conversation; by default resolved trajectories only."""
+    rows = []
+    for trajectory in trajectories:
+        if require_resolved and trajectory.resolved is not True:
+            continue
+        if where is not None and not where(trajectory):
+            continue
+        rows.append(
+            {
+                "id": trajectory.id,
+                "instance_id": trajectory.instance_id,
+                "model": trajectory.model,
+                "messages": [normalize_message(m) for m in trajectory.messages],
+                "tools": json.dumps(trajectory.tools),
+                "resolved": trajectory.resolved,
+                "reward": _reward(trajectory),
+            }
+        )
+    return rows
+
+
+def _common_prefix(a: list[dict], b: list[dict]) -> int:
+    length = 0
+    while length < min(len(a), len(b)) and a[length] == b[length]:
+        length += 1
+    return length
+
+
+def dpo_rows(
+    trajectories: Iterable[Trajectory], *, max_pairs_per_task: int | None = None
+) -> list[dict[str, Any]]:
+    """Preference pairs within each task: a resolved trajectory (chosen) against an unresolved
+    one (rejected). The prompt is the messages both share; chosen/rejected are what follows."""
+    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    for trajectory in trajectories:
+        if trajectory.resolved is not None:
+            by_task[trajectory.task_key].append(trajectory)
+    rows = []
+    for group in by_task.values():
+        winners = [t for t in group if t.resolved]
+        losers = [t for t in group if not t.resolved]
+        pairs = [(winner, loser) for winner in winners for loser in losers]
+        if max_pairs_per_task is not None:
+            pairs = pairs[:max_pairs_per_task]
+        for chosen, rejected in pairs:
+            chosen_messages = [normalize_message(m) for m in chosen.messages]
+            rejected_messages = [normalize_message(m) for m in rejected.messages]
+            shared = _common_prefix(chosen_messages, rejected_messages)
+            if shared == 0 or shared in (len(chosen_messages), len(rejected_messages)):
+                continue  # no common prompt, or one run is a prefix of the other: no preference
+            rows.append(
+                {
+                    "prompt": chosen_messages[:shared],
+                    "chosen": chosen_messages[shared:],
+                    "rejected": rejected_messages[shared:],
+                    "tools": json.dumps(chosen.tools),
+                    "instance_id": chosen.instance_id,
+                    "chosen_id": chosen.id,
+                    "rejected_id": rejected.id,
+                }
+            )
+    return rows
+
+
+def _datasets():
+    try:
+        import datasets
+    except ImportError as error:
+        raise ExportError(
+            "exporting sft/dpo datasets needs the Hugging Face `datasets` package: "
+            "pip install 'codeagent[train]'"
+        ) from error
+    return datasets
+
+
+def save_rows(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """Save rows as a `datasets.Dataset`: .jsonl/.json -> JSON lines, .parquet -> Parquet,
+    anything else -> a `save_to_disk` directory."""
+    datasets = _datasets()
+    path = Path(path)
+    dataset = datasets.Dataset.from_list(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix in (".jsonl", ".json"):
+        dataset.to_json(str(path), lines=True, force_ascii=False)
+    elif path.suffix == ".parquet":
+        dataset.to_parquet(str(path))
+    else:
+        dataset.save_to_disk(str(path))
+    return path
+
+
+def to_sft(trajectories: Iterable[Trajectory], path: str | Path, **options: Any) -> int:
+    _datasets()  # fail before the work when the package is missing
+    rows = sft_rows(trajectories, **options)
+    if rows:
+        save_rows(rows, path)
+    return len(rows)
+
+
+def to_dpo(trajectories: Iterable[Trajectory], path: str | Path, **options: Any) -> int:
+    _datasets()
+    rows = dpo_rows(trajectories, **options)
+    if rows:
+        save_rows(rows, path)
+    return len(rows)

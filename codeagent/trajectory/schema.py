@@ -1,0 +1,120 @@
+"""The record of one agent run. Bump SCHEMA_VERSION on any incompatible change."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_trajectory_id(created: datetime | None = None) -> str:
+    """Sortable by creation time, unique without coordination."""
+    created = created or utc_now()
+    return f"{created:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+class ToolCallStats(BaseModel):
+    id: str
+    name: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float | None = None
+    output_chars: int | None = None
+
+
+class Step(BaseModel):
+    index: int = 0
+    started: datetime | None = None
+    ended: datetime | None = None
+    model_seconds: float = 0.0
+    tool_seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    finish_reason: str | None = None
+    format_error: str | None = None
+    token_ids: list[int] | None = None  # completion tokens exactly as generated
+    logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = None
+    tool_calls: list[ToolCallStats] = Field(default_factory=list)
+    # Where this step's messages (its assistant turn, then observations) sit in messages;
+    # filled in when the store folds its records.
+    first_message: int = 0
+    message_count: int = 0
+
+
+class Totals(BaseModel):
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None  # None when no step reported a price
+    wall_seconds: float | None = None
+
+
+# Fields an update record may set; everything else is fixed at creation or folded from steps.
+UPDATABLE_FIELDS = ("patch", "exit_status", "exit_message", "wall_seconds")
+
+
+class Trajectory(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    created: datetime = Field(default_factory=utc_now)
+    # A task as a plain dict: repo, base_commit, problem_statement, instance_id, grading fields.
+    task: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    model: str = ""
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    tools: list[dict[str, Any]] = Field(default_factory=list)  # the tool specs the model was given
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    patch: str | None = None
+    exit_status: str | None = None
+    exit_message: str | None = None
+    verification: dict[str, Any] = Field(default_factory=dict)  # by the harness; "resolved": bool
+    rewards: dict[str, Any] = Field(default_factory=dict)
+    group_id: str | None = None  # candidates sampled for the same task share it
+    candidate_index: int | None = None
+    totals: Totals = Field(default_factory=Totals)
+
+    @property
+    def instance_id(self) -> str | None:
+        return self.task.get("instance_id")
+
+    @property
+    def task_key(self) -> str:
+        """What identifies 'the same task' across trajectories."""
+        return str(
+            self.instance_id
+            or self.task.get("id")
+            or (self.task.get("repo"), self.task.get("base_commit"), self.task.get("problem_statement"))
+        )
+
+    @property
+    def resolved(self) -> bool | None:
+        value = self.verification.get("resolved")
+        return value if isinstance(value, bool) else None
+
+    def compute_totals(self, wall_seconds: float | None = None) -> Totals:
+        costs = [step.cost for step in self.steps if step.cost is not None]
+        ends = [step.ended for step in self.steps if step.ended is not None]
+        if wall_seconds is None and ends:
+            wall_seconds = (max(ends) - self.created).total_seconds()
+        self.totals = Totals(
+            steps=len(self.steps),
+            prompt_tokens=sum(step.prompt_tokens for step in self.steps),
+            completion_tokens=sum(step.completion_tokens for step in self.steps),
+            cost=sum(costs) if costs else None,
+            wall_seconds=wall_seconds,
+        )
+        return self.totals
+
+    def step_messages(self, step: Step) -> list[dict[str, Any]]:
+        return self.messages[step.first_message : step.first_message + step.message_count]
