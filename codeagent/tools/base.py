@@ -35,6 +35,15 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)  # per-run state of tools (edit history...)
 
 
+def run_in_repo(context: ToolContext, command: str, timeout: float | None = None):
+    """Run a tool's own command from the repository root in a subshell, so the agent's shell
+    keeps its working directory and variables."""
+    import shlex
+
+    return context.sandbox.run(f"( cd {shlex.quote(context.sandbox.workdir)} && {command} )",
+                               timeout=timeout or context.settings.command_timeout)
+
+
 class ToolError(Exception):
     """Raised by a tool implementation: the message goes back to the model as the observation."""
 

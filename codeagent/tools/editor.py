@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import ToolContext, ToolError, ToolResult
+from .base import ToolContext, ToolError, ToolResult, run_in_repo
 from .text import numbered, truncate_middle
 
 SNIPPET_CONTEXT = 4
@@ -91,7 +91,7 @@ def _directory_listing(context: ToolContext, path: str) -> str:
     target = path.rstrip("/") or "."
     command = (f"cd {_quote(target)} && find . -mindepth 1 -maxdepth 2 -not -path '*/.*' "
                f"-not -path '*/__pycache__*' | sort | head -n {context.settings.max_listing + 1}")
-    result = context.sandbox.run(command, timeout=60)
+    result = run_in_repo(context, command, timeout=60)
     lines = [line[2:] for line in result.output.splitlines() if line.startswith("./")]
     capped = len(lines) > context.settings.max_listing
     body = "\n".join(lines[: context.settings.max_listing])
@@ -161,7 +161,7 @@ def _undo(context: ToolContext, path: str) -> str:
         raise ToolError(f"there is no edit of {path} to undo")
     previous = history.pop()
     if previous is None:  # the file was created by the editor: undo removes it
-        result = context.sandbox.run(f"rm -f -- {_quote(path)}", timeout=30)
+        result = run_in_repo(context, f"rm -f -- {_quote(path)}", timeout=30)
         if result.exit_code != 0:
             raise ToolError(f"could not remove {path}: {result.output.strip()}")
         return f"Undid the creation of {path} (removed it)."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from .base import ToolContext, ToolError
+from .base import ToolContext, ToolError, run_in_repo
 
 # Prints the first N matches and, last, "__TOTAL__ <matches> <files>".
 _COUNT_AWK = ("awk -F: -v cap={cap} 'NR<=cap {{print}} !($1 in seen) {{seen[$1]=1; files++}} "
@@ -51,7 +51,7 @@ def _grep(context: ToolContext, pattern: str, path: str, regex: bool, include: s
 
 
 def _run_counted(context: ToolContext, command: str) -> tuple[list[str], int, int]:
-    result = context.sandbox.run(command, timeout=context.settings.command_timeout)
+    result = run_in_repo(context, command)
     if result.timed_out:
         raise ToolError("the search timed out; search a narrower path")
     lines, total, files = [], 0, 0

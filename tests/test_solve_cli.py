@@ -1,0 +1,86 @@
+"""`codeagent solve` from the outside: messages, JSON events, --apply and its refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from codeagent.examples import example_replay, example_repo, example_task
+
+from .conftest import git
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
+            "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
+
+
+def solve(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "codeagent.cli", "solve", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A user's checkout of the example repository, with the issue in a file."""
+    clone = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(example_repo("cart")), str(clone)], check=True)
+    issue = tmp_path / "issue.md"
+    issue.write_text(example_task("cart")["problem_statement"])
+    return clone, issue
+
+
+def test_no_model_configured_is_one_clear_message(checkout, env):
+    clone, issue = checkout
+    proc = solve("--repo", str(clone), "--issue-file", str(issue), env=env)
+    assert proc.returncode == 3 and "no model configured: pass --model" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_repo_that_is_not_git_and_missing_issue(tmp_path, env):
+    proc = solve("--repo", str(tmp_path), "--issue", "fix it", "--model", "gpt-4o", env=env)
+    assert proc.returncode == 3 and "is not a git repository" in proc.stderr
+    proc = solve("--repo", str(tmp_path), env=env)
+    assert proc.returncode == 2 and "exactly one of --issue, --issue-file or --example" in proc.stderr
+
+
+def test_example_replay_headless_and_json(env):
+    proc = solve("--example", "cart", "--headless", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "REPLAY" in proc.stderr and "exit status: submitted" in proc.stderr
+    assert proc.stdout.startswith("diff --git a/shop/cart.py b/shop/cart.py")
+    proc = solve("--example", "cart", "--json", env=env)
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[0]["kind"] == "run_started" and events[0]["replay"] is True
+    assert events[-1]["kind"] == "finished" and events[-1]["exit_status"] == "submitted"
+    assert {"tool_called", "observation", "patch_changed"} <= {event["kind"] for event in events}
+
+
+def test_apply_patches_a_clean_checkout(checkout, env):
+    clone, issue = checkout
+    proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
+                 "--apply", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"applied to {clone}: shop/cart.py" in proc.stderr
+    assert "del self._lines[sku]" in (clone / "shop" / "cart.py").read_text()
+
+
+def test_apply_refuses_to_overwrite_local_changes(checkout, env):
+    clone, issue = checkout
+    (clone / "shop" / "cart.py").write_text((clone / "shop" / "cart.py").read_text() + "# my local work\n")
+    before = (clone / "shop" / "cart.py").read_text()
+    proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
+                 "--apply", env=env)
+    assert proc.returncode == 0
+    assert "not applied: these files have uncommitted changes" in proc.stderr and "shop/cart.py" in proc.stderr
+    assert (clone / "shop" / "cart.py").read_text() == before
+    patch_file = proc.stderr.split("the patch is in ")[-1].strip()
+    assert "del self._lines[sku]" in open(patch_file).read()
+    assert git(clone, "status", "--porcelain") == " M shop/cart.py\n"
