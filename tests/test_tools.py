@@ -43,12 +43,13 @@ def call(sandbox):
         return registry.call(name, arguments, context)
 
     yield run
+    context.close()
     sandbox.run("git checkout -q -- . && git clean -qfd")
 
 
 def test_registry_reads_specs_from_the_tools_folder():
     registry = ToolRegistry()
-    assert {"bash", "editor", "search", "submit"} <= set(registry.names())
+    assert {"bash", "editor", "search", "navigate", "submit"} <= set(registry.names())
     spec = next(s for s in registry.specs() if s["function"]["name"] == "editor")
     assert "str_replace" in spec["function"]["parameters"]["properties"]["command"]["enum"]
     with pytest.raises(ToolSpecError, match="unknown tool"):
@@ -138,3 +139,21 @@ def test_submit_reports_the_patch_and_review_mode(sandbox):
     assert not first.submitted and "Review your change" in first.output and "+    return b + a" in first.output
     assert registry.call("submit", {}, context).submitted
     sandbox.run("git checkout -q -- .")
+
+
+def test_navigate_sees_the_agents_edits(call, sandbox):
+    outline = call("navigate", command="outline", path="pkg/core.py")
+    assert "function add  lines 1-2: def add(a, b):" in outline.output
+    assert "function sub  lines 5-6" in outline.output
+    call("editor", command="insert", path="pkg/core.py", insert_line=6,
+         new_str="\n\nclass Calc:\n    def mul(self, a, b):\n        return add(a, b) * 0 + a * b\n")
+    outline = call("navigate", command="outline", path="pkg/core.py")
+    assert "method Calc.mul  lines 10-11" in outline.output
+    assert "pkg/core.py:10: method Calc.mul" in call("navigate", command="definition", symbol="Calc.mul").output
+    references = call("navigate", command="references", symbol="add").output
+    assert "pkg/core.py:11:" in references
+    sandbox.run("git checkout -q -- pkg/core.py")  # reverting is seen too
+    assert "Calc" not in call("navigate", command="outline", path="pkg/core.py").output
+    assert call("navigate", command="outline", path="nope.py").error
+    assert "pkg/core.py" in call("navigate", command="localize", focus="the sub function subtracts wrongly").output
+    assert "pkg/core.py:" in call("navigate", command="repo_map").output

@@ -85,6 +85,7 @@ class Agent:
         except SandboxError as exc:
             status, message = "sandbox_error", f"{type(exc).__name__}: {exc}"
         finally:
+            context.close()
             patch = self._final_patch(sandbox, context, state)
             seconds = time.monotonic() - started
             writer.update(patch=patch, exit_status=status, exit_message=message, wall_seconds=seconds)

@@ -33,6 +33,15 @@ class ToolContext:
     settings: ToolSettings = field(default_factory=ToolSettings)
     issue: str = ""
     state: dict[str, Any] = field(default_factory=dict)  # per-run state of tools (edit history...)
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Register cleanup to run when the run ends (temporary files of a tool...)."""
+        self._closers.append(closer)
+
+    def close(self) -> None:
+        while self._closers:
+            self._closers.pop()()
 
 
 def run_in_repo(context: ToolContext, command: str, timeout: float | None = None):
