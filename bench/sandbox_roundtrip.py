@@ -18,6 +18,8 @@ from codeagent.sandbox import open_sandbox
 
 COMMANDS = {
     "true": "true",
+    # 1 MB from the shell's own printf: no process is started, so this is the transport's cost
+    "1 MB output (builtin)": "printf '%1048576s' x",
     "1 MB output": "head -c 1048576 /dev/zero | tr '\\0' x",
     # the same command with its output discarded: the floor that no transport can go under
     "1 MB to /dev/null": "head -c 1048576 /dev/zero | tr '\\0' x >/dev/null",

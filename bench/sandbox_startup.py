@@ -39,6 +39,19 @@ def ready_in(snap, n: int, parallel: bool = True) -> float:
     return elapsed
 
 
+def engine_floor(image: str, n: int) -> float:
+    """N bare `docker run -d IMAGE sleep infinity` in parallel: what the engine alone costs."""
+    client = docker_client()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(n) as pool:
+        containers = list(pool.map(lambda _: client.containers.run(image, ["sleep", "infinity"], detach=True,
+                                                                    network_mode="none"), range(n)))
+    elapsed = time.perf_counter() - start
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda container: container.remove(force=True), containers))
+    return elapsed
+
+
 def drop_workspace_image(snap) -> None:
     client = docker_client()
     for image in client.images.list(name=WORKSPACE_IMAGE):
@@ -62,11 +75,21 @@ def main() -> None:
                     if mode == "cold":
                         drop_workspace_image(snap)
                     results.setdefault(label, []).append(ready_in(snap, n, parallel))
+            if mode == "warm":
+                with DockerSandbox(snap) as box:
+                    image = box.image
+                for _ in range(args.runs):
+                    for label, n in (("1 (bare docker run)", 1), ("8 (bare docker run)", 8)):
+                        results.setdefault(label, []).append(engine_floor(image, n))
             one = statistics.median(results["1"])
             print(f"{mode} workspace image ({args.files} files, {args.runs} runs, medians):")
             for label, values in results.items():
                 print(f"  N={label:13s} {statistics.median(values):6.2f} s   x{statistics.median(values) / one:4.2f} of N=1")
-            print(f"  8 parallel / 1: {statistics.median(results['8 parallel']) / one:.2f}x (target <= 3x)\n")
+            print(f"  8 parallel / 1: {statistics.median(results['8 parallel']) / one:.2f}x (target <= 3x)")
+            if mode == "warm":
+                floor = statistics.median(results["8 (bare docker run)"]) / statistics.median(results["1 (bare docker run)"])
+                print(f"  the engine alone, 8 / 1 bare docker runs: {floor:.2f}x")
+            print()
     finally:
         drop_workspace_image(snap)
         shutil.rmtree(repo, ignore_errors=True)

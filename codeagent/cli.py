@@ -127,12 +127,13 @@ def sandbox() -> None:
 @click.option("--force", is_flag=True, help="Build again even if the image exists.")
 @click.option("--prefer", type=click.Choice(["auto", "pull", "bootstrap"]), default="auto", show_default=True,
               help="auto: pull from a registry, else bootstrap from Debian packages (air-gapped).")
-def sandbox_build(force: bool, prefer: str) -> None:
+@click.option("--suite", type=str, help="Debian suite (bullseye, bookworm, trixie); default: bookworm.")
+def sandbox_build(force: bool, prefer: str, suite: str | None) -> None:
     """Make the base image every sandbox starts from."""
     from .sandbox.images import build_base_image
 
     with _user_errors():
-        tag = build_base_image(force=force, prefer=prefer, log=lambda line: click.echo(line, err=True))
+        tag = build_base_image(suite=suite, force=force, prefer=prefer, log=lambda line: click.echo(line, err=True))
     click.echo(tag)
 
 

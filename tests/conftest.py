@@ -39,9 +39,16 @@ def make_repo(tmp_path):
 
 @pytest.fixture(scope="session")
 def base_image():
+    from codeagent.sandbox.docker import WORKSPACE_IMAGE
+    from codeagent.sandbox.engine import docker_client
     from codeagent.sandbox.images import build_base_image
 
-    return build_base_image(log=lambda line: None)
+    client = docker_client()
+    before = {image.id for image in client.images.list(name=WORKSPACE_IMAGE)}
+    yield build_base_image(log=lambda line: None)
+    for image in client.images.list(name=WORKSPACE_IMAGE):  # the tests' throwaway repositories
+        if image.id not in before:
+            client.images.remove(image.id, force=True)
 
 
 def sandbox_containers() -> set[str]:

@@ -136,3 +136,14 @@ def test_parallel_sandboxes_share_one_workspace_image(repo):
     finally:
         for box in boxes:
             box.close()
+
+
+def test_a_workspace_image_pruned_behind_our_back_is_prepared_again(repo):
+    from codeagent.sandbox.engine import docker_client
+
+    snap = snapshot(repo)
+    with DockerSandbox(snap) as first:
+        image = first.image
+    docker_client().images.remove(image, force=True)
+    with DockerSandbox(snap) as second:
+        assert second.run("cat main.py").output == "print('hi')\n"

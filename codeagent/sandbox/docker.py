@@ -20,7 +20,7 @@ from pathlib import Path
 from .engine import docker_client
 from .fifo import MOUNT_POINT, FifoTransport, fifo_io_possible
 from .stream import DockerTransport
-from .errors import SandboxDead, SandboxError, WorkspaceError
+from .errors import ImageMissing, SandboxDead, SandboxError, WorkspaceError
 from .images import base_image_tag, require_image
 from .protocol import FileEntry, Limits, list_dir_command, parse_list_dir, diff_script
 from .shell import KILL_TREE_SCRIPT, CommandResult, ShellSession
@@ -31,18 +31,23 @@ WORKSPACE_IMAGE = "codeagent/workspace"
 STATE_DIR = "/tmp/.codeagent"
 _open_sandboxes: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
 _workspace_lock = threading.Lock()
+_known_workspaces: dict[tuple[str, str, str], str] = {}
 
 
 def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
     """The image holding `snapshot` at `workdir` on top of `base_tag`; built once, then cached."""
     from docker.errors import ImageNotFound
 
+    key = (snapshot.tree, base_tag, workdir)
+    if key in _known_workspaces:  # saves two engine round trips per sandbox start
+        return _known_workspaces[key]
     client = docker_client()
     base_id = client.images.get(require_image(base_tag)).id.split(":")[-1][:12]
     tag = f"{WORKSPACE_IMAGE}:{snapshot.tree[:16]}-{base_id}-{WORKSPACE_RECIPE}"
     with _workspace_lock:
         try:
             client.images.get(tag)
+            _known_workspaces[key] = tag
             return tag
         except ImageNotFound:
             pass
@@ -70,6 +75,7 @@ def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
                 raise
             finally:
                 container.remove(force=True)
+    _known_workspaces[key] = tag
     return tag
 
 
@@ -87,12 +93,16 @@ class DockerSandbox:
     kind = "docker"
 
     def __init__(self, snapshot: RepoSnapshot, *, image: str | None = None, workdir: str = "/testbed",
-                 limits: Limits | None = None, output_limit: int | None = None):
+                 limits: Limits | None = None, output_limit: int | None = None, prepared_image: str | None = None):
+        """`image`: the base to put the repository on (default: codeagent's base image).
+        `prepared_image`: an image that already holds the repository at `workdir` as a one-commit
+        repository tagged codeagent-base (the harness's instance images); used as it is."""
         self.snapshot = snapshot
         self.workdir = workdir
         self.limits = limits or Limits()
-        self.image = workspace_image(snapshot, image or base_image_tag(), workdir)
-        client = docker_client()
+        self.image = prepared_image or workspace_image(snapshot, image or base_image_tag(), workdir)
+        self._prepared = prepared_image is not None
+        self._client = docker_client()
         self._environment = {"HOME": "/root", "CODEAGENT_SANDBOX": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         self._io_root = Path(tempfile.mkdtemp(prefix="codeagent-io-")) if fifo_io_possible() else None
         self._io_dir = self._io_root  # None once we fall back to the attach stream
@@ -100,15 +110,7 @@ class DockerSandbox:
         self._closed = True
         volumes = {str(self._io_dir): {"bind": MOUNT_POINT, "mode": "rw"}} if self._io_dir else None
         try:
-            self.container = client.containers.run(
-                self.image, ["sleep", "infinity"], detach=True, init=True,
-                network_mode="bridge" if self.limits.network else "none",
-                mem_limit=self.limits.memory, memswap_limit=self.limits.memory,
-                pids_limit=self.limits.pids, nano_cpus=int(self.limits.cpus * 1e9),
-                security_opt=["no-new-privileges"], hostname="sandbox", working_dir=workdir,
-                environment=self._environment, volumes=volumes,
-                labels={LABEL: "1", "codeagent.owner": _owner()},
-            )
+            self.container = self._start_container(volumes, image or base_image_tag())
         except BaseException:
             self._remove_io_dir()
             raise
@@ -131,6 +133,31 @@ class DockerSandbox:
         except BaseException:
             self.close()
             raise
+
+    def _start_container(self, volumes, base_tag: str):
+        from docker.errors import ImageNotFound
+
+        options = dict(
+            init=True, network_mode="bridge" if self.limits.network else "none",
+            mem_limit=self.limits.memory, memswap_limit=self.limits.memory, pids_limit=self.limits.pids,
+            nano_cpus=int(self.limits.cpus * 1e9), security_opt=["no-new-privileges"], hostname="sandbox",
+            working_dir=self.workdir, environment=self._environment, volumes=volumes,
+            labels={LABEL: "1", "codeagent.owner": _owner()},
+        )
+        try:  # create + start rather than run: run would try to pull a missing image
+            container = self._client.containers.create(self.image, ["sleep", "infinity"], **options)
+        except ImageNotFound:  # pruned since we last looked: prepare it again
+            if self._prepared:
+                raise ImageMissing(f"Docker image {self.image} does not exist (pruned?); build it again") from None
+            _known_workspaces.clear()
+            self.image = workspace_image(self.snapshot, base_tag, self.workdir)
+            container = self._client.containers.create(self.image, ["sleep", "infinity"], **options)
+        try:
+            container.start()
+        except BaseException:
+            container.remove(force=True)
+            raise
+        return container
 
     @property
     def io_mode(self) -> str:

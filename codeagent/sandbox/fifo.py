@@ -17,6 +17,17 @@ from pathlib import Path
 from .engine import docker_client
 
 MOUNT_POINT = "/run/codeagent-io"
+READ_SIZE = 1 << 20
+PIPE_SIZE = 1 << 20  # fewer context switches on large outputs; Linux's default is 64 KiB
+
+
+def _widen_pipe(fd: int) -> None:
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size: the default size works, only slower
 
 
 def fifo_io_possible() -> bool:
@@ -34,6 +45,7 @@ class FifoTransport:
             for path in self._paths:
                 os.mkfifo(path, 0o600)
             self._out = os.open(self._paths[1], os.O_RDONLY | os.O_NONBLOCK)
+            _widen_pipe(self._out)
             self._in = os.open(self._paths[0], os.O_RDWR)  # never blocks; keeps the pipe open
             api = docker_client().api
             inside = f"{MOUNT_POINT}/{{}}-{generation}"
@@ -80,7 +92,7 @@ class FifoTransport:
 
     def _read_available(self) -> bytes:
         try:
-            return os.read(self._out, 1 << 16)
+            return os.read(self._out, READ_SIZE)
         except BlockingIOError:
             return b""
 

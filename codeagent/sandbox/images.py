@@ -41,17 +41,30 @@ class BaseImageSpec:
     packages: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
 
+    python: str = ""
+
     @classmethod
-    def load(cls, path: Path | None = None) -> "BaseImageSpec":
+    def load(cls, suite: str | None = None, path: Path | None = None) -> "BaseImageSpec":
+        """The spec for `suite` (default: the file's default suite)."""
         data = yaml.safe_load((path or asset_path("evals", "environments", "base.yaml")).read_text())
+        suite = suite or data["suite"]
+        if suite not in data["suites"]:
+            raise ImageBuildError(f"no base image for Debian suite {suite!r}; known: {', '.join(data['suites'])}")
         return cls(
             name=data["name"],
-            pull=data["pull"],
-            suite=data["suite"],
+            pull=data["suites"][suite]["pull"],
+            suite=suite,
+            python=str(data["suites"][suite]["python"]),
             mirror=data["mirror"],
             packages=tuple(data["packages"]),
             env={k: str(v) for k, v in (data.get("env") or {}).items()},
         )
+
+    @staticmethod
+    def suites() -> dict[str, str]:
+        """Debian suite -> its Python version, for every base image this machine can make."""
+        data = yaml.safe_load(asset_path("evals", "environments", "base.yaml").read_text())
+        return {suite: str(entry["python"]) for suite, entry in data["suites"].items()}
 
     def tag(self, ca_bundle: bytes | None) -> str:
         digest = hashlib.sha256(json.dumps(self.__dict__, sort_keys=True, default=list).encode())
@@ -74,8 +87,8 @@ def image_env(spec: BaseImageSpec, with_ca: bool) -> dict[str, str]:
     return env
 
 
-def base_image_tag(spec: BaseImageSpec | None = None) -> str:
-    spec = spec or BaseImageSpec.load()
+def base_image_tag(spec: BaseImageSpec | None = None, suite: str | None = None) -> str:
+    spec = spec or BaseImageSpec.load(suite)
     return spec.tag(host_ca_bundle())
 
 
@@ -95,10 +108,10 @@ def require_image(tag: str) -> str:
     return tag
 
 
-def build_base_image(spec: BaseImageSpec | None = None, *, force: bool = False, prefer: str = "auto",
-                     log: Log = print) -> str:
+def build_base_image(spec: BaseImageSpec | None = None, *, suite: str | None = None, force: bool = False,
+                     prefer: str = "auto", log: Log = print) -> str:
     """Make the base image if it is missing; return its tag. prefer: auto | pull | bootstrap."""
-    spec = spec or BaseImageSpec.load()
+    spec = spec or BaseImageSpec.load(suite)
     ca = host_ca_bundle()
     tag = spec.tag(ca)
     if not force and image_exists(tag):

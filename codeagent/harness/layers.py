@@ -1,0 +1,129 @@
+"""Image layers built by running a script in a container and committing it: base -> env -> instance.
+
+A layer's tag is derived from the hash of everything that defines it, so an unchanged layer is
+never built twice (a second run builds nothing), and a file lock per tag keeps parallel workers
+from building the same layer at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..sandbox.engine import docker_client
+from ..sandbox.errors import SandboxError
+from ..sandbox.images import image_exists
+from ..sandbox.workspace import INIT_REPO_SCRIPT, RepoSnapshot, cache_dir
+
+BUILD_LABEL = "codeagent.sandbox"  # build containers carry the sandbox label, so prune finds leftovers
+
+
+class LayerBuildError(SandboxError):
+    def __init__(self, tag: str, message: str, log_path: Path | None = None):
+        where = f" (build log: {log_path})" if log_path else ""
+        super().__init__(f"building {tag} failed: {message}{where}")
+        self.tag, self.log_path = tag, log_path
+
+
+@dataclass
+class Layer:
+    tag: str
+    parent: str
+    script: str  # bash, run as root in the container (after the tree, if any, is copied in)
+    env: dict[str, str] = field(default_factory=dict)  # ENV of the committed image
+    network: bool = True  # installing packages needs it; the finished image runs without
+    tree: RepoSnapshot | None = None  # copied to `workdir` as a one-commit repository first
+    workdir: str = "/testbed"
+    timeout: float = 3600.0
+
+
+@dataclass
+class BuildResult:
+    tag: str
+    built: bool  # False: it was already there
+    seconds: float
+
+
+def build_layer(layer: Layer, log_path: Path | None = None) -> BuildResult:
+    started = time.monotonic()
+    if image_exists(layer.tag):
+        return BuildResult(layer.tag, False, 0.0)
+    with _tag_lock(layer.tag):
+        if image_exists(layer.tag):  # another worker built it while we waited
+            return BuildResult(layer.tag, False, time.monotonic() - started)
+        _build(layer, log_path)
+    return BuildResult(layer.tag, True, time.monotonic() - started)
+
+
+def _build(layer: Layer, log_path: Path | None) -> None:
+    client = docker_client()
+    container = client.containers.create(
+        layer.parent, ["sleep", "infinity"], init=True, network_mode="bridge" if layer.network else "none",
+        environment=layer.env, working_dir="/", labels={BUILD_LABEL: "build"},
+    )
+    try:
+        container.start()
+        if layer.tree is not None:
+            _copy_tree(container, layer)
+        script = f"set -euo pipefail\n{layer.script}"
+        exit_code, output = _exec_with_timeout(container, ["bash", "-c", script], layer.timeout)
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_bytes(output)
+        if exit_code != 0:
+            tail = output.decode("utf-8", errors="replace")[-1500:]
+            raise LayerBuildError(layer.tag, f"exit code {exit_code}:\n{tail}", log_path)
+        repository, _, version = layer.tag.rpartition(":")
+        changes = [f"ENV {key}={value}" for key, value in layer.env.items()] + [f"WORKDIR {layer.workdir}"]
+        container.commit(repository=repository, tag=version, changes=changes)
+    except Exception as exc:
+        if "no space left on device" in str(exc).lower():
+            raise LayerBuildError(layer.tag, "the disk is full: free space, or `codeagent sandbox prune --images`",
+                                  log_path) from exc
+        raise
+    finally:
+        container.remove(force=True)
+
+
+def _copy_tree(container, layer: Layer) -> None:
+    with tempfile.TemporaryDirectory(prefix="codeagent-layer-") as tmp:
+        tarball = Path(tmp) / "tree.tar"
+        layer.tree.write_tar(tarball)
+        code, output = container.exec_run(["mkdir", "-p", layer.workdir])
+        with open(tarball, "rb") as data:
+            if code != 0 or not container.put_archive(layer.workdir, data):
+                raise LayerBuildError(layer.tag, f"copying the repository into {layer.workdir} failed")
+    code, output = container.exec_run(["sh", "-c", INIT_REPO_SCRIPT, "sh", layer.tree.commit], workdir=layer.workdir)
+    if code != 0:
+        raise LayerBuildError(layer.tag, f"preparing the repository failed: {output.decode(errors='replace')[-800:]}")
+
+
+def _exec_with_timeout(container, cmd: list[str], timeout: float) -> tuple[int, bytes]:
+    """Run cmd in the container, stdout+stderr merged, killing it after `timeout` seconds."""
+    wrapped = ["timeout", "--kill-after=10", str(int(timeout)), *cmd]
+    api = docker_client().api
+    exec_id = api.exec_create(container.id, wrapped, stdout=True, stderr=True)["Id"]
+    chunks = [chunk for chunk in api.exec_start(exec_id, stream=True)]
+    code = api.exec_inspect(exec_id).get("ExitCode")
+    if code == 124:
+        chunks.append(f"\n[codeagent: killed after {timeout:g}s]\n".encode())
+    return code if code is not None else -1, b"".join(chunks)
+
+
+class _tag_lock:
+    def __init__(self, tag: str):
+        locks = cache_dir() / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        self.path = locks / (tag.replace("/", "_").replace(":", "_") + ".lock")
+
+    def __enter__(self):
+        self.handle = open(self.path, "w")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc_info):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
