@@ -1,0 +1,121 @@
+"""Batch runs that survive anything: per-instance state on disk, resumable, one failure isolated.
+
+Layout of an output directory:
+    instances/ID/prediction.json   the patch (written once, by atomic rename)
+    instances/ID/report.json       the grade (written once, by atomic rename)
+    instances/ID/test_output.txt   the raw test log
+    instances/ID/.lock             held (flock) by the process working on ID
+    predictions.jsonl              all predictions, SWE-bench format (rebuilt from the files above)
+    summary.json
+
+Kill the run at any moment (kill -9 included) and run the same command again: instances with a
+report are skipped, instances with a prediction are only graded, the rest run from the start. The
+lock keeps a straggling worker of the killed run and the new run off the same instance.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w") as handle:
+        json.dump(data, handle, indent=2, default=str)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+@dataclass
+class InstanceState:
+    root: Path
+
+    @property
+    def report_path(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def prediction_path(self) -> Path:
+        return self.root / "prediction.json"
+
+    def report(self) -> dict | None:
+        return _read_json(self.report_path)
+
+    def prediction(self) -> dict | None:
+        return _read_json(self.prediction_path)
+
+
+class BatchDir:
+    def __init__(self, output: str | Path):
+        self.root = Path(output)
+        (self.root / "instances").mkdir(parents=True, exist_ok=True)
+
+    def instance(self, instance_id: str) -> InstanceState:
+        return InstanceState(self.root / "instances" / SAFE.sub("_", instance_id))
+
+    def pending(self, instance_ids: Iterable[str]) -> list[str]:
+        return [i for i in instance_ids if self.instance(i).report() is None]
+
+    def reports(self, instance_ids: Iterable[str]) -> list[dict]:
+        return [r for r in (self.instance(i).report() for i in instance_ids) if r is not None]
+
+    def write_predictions(self, instance_ids: Iterable[str]) -> Path:
+        lines = [json.dumps(p) for p in (self.instance(i).prediction() for i in instance_ids) if p is not None]
+        path = self.root / "predictions.jsonl"
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text("".join(line + "\n" for line in lines))
+        os.replace(temporary, path)
+        return path
+
+
+class instance_lock:
+    """An exclusive lock on one instance's directory; released by the OS if the holder dies."""
+
+    def __init__(self, state: InstanceState):
+        state.root.mkdir(parents=True, exist_ok=True)
+        self.path = state.root / ".lock"
+
+    def __enter__(self):
+        self.handle = open(self.path, "w")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc_info):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def process_instance(state: InstanceState, produce: Callable[[], dict] | None, grade: Callable[[dict], dict]) -> dict:
+    """The resumable unit: make the prediction unless there is one, then grade unless graded."""
+    with instance_lock(state):
+        report = state.report()
+        if report is not None:  # finished by another process while we waited for the lock
+            return report
+        prediction = state.prediction()
+        if prediction is None:
+            if produce is None:
+                raise RuntimeError(f"no prediction for {state.root.name}")
+            prediction = produce()
+            write_json_atomic(state.prediction_path, prediction)
+        report = grade(prediction)
+        write_json_atomic(state.report_path, report)
+        return report
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, OSError):
+        return None  # cannot be a finished record (those are renamed in whole): redo it

@@ -1,0 +1,318 @@
+"""Test-log parsers: a test run's output -> {test id: status}.
+
+`parse_log(parser, log)` runs one of the named parsers in `PARSERS`; `parser_for_repo(repo)` names
+the one SWE-bench uses for a repository. Statuses are the five SWE-bench uses: PASSED, FAILED,
+SKIPPED, ERROR, XFAIL.
+
+Test ids are spelled exactly the way SWE-bench's FAIL_TO_PASS / PASS_TO_PASS lists spell them:
+
+- pytest family: the node id as the first whitespace-separated token of the status line, so a
+  parameter with a space in it is cut there (`tests/x.py::test_f[a b]` -> `tests/x.py::test_f[a`),
+  as in the official lists. `pytest_v2` (astropy, scikit-learn, sphinx) keeps the whole id;
+  grading matches a cut id against it (see `grading.lookup`). `pytest_options` shortens an
+  absolute-path parameter to its last component (`test_stdin[/tmp/x/mymodule.py]` ->
+  `test_stdin[/mymodule.py]`); `matplotlib` writes MouseButton.LEFT/RIGHT as 1/3.
+- django: unittest's verbose description, `test_name (module.ClassName)` (on Python >= 3.11
+  `test_name (module.ClassName.test_name)`), or, for a test with a docstring, the docstring's
+  first line, which unittest prints on its own line before ` ... ok`.
+- sympy: the bare function name, `test_name`.
+
+Two rules on top of the formats:
+
+1. A test reported several times takes its WORST status (FAILED > ERROR > SKIPPED > XFAIL >
+   PASSED). A patch that prints a fake `PASSED <id>` line cannot mask the real `FAILED <id>` one.
+   On a real pytest log this gives the same pass/fail as SWE-bench's last-line-wins, since the
+   `-rA` summary lists passes first and errors and failures last. `parse_log(..., merge="last")`
+   reproduces last-line-wins, for comparisons.
+2. Pass-like statuses are recorded only from the lines SWE-bench's own parsers read, so a test
+   never passes here where it would not pass there. Failure statuses are also read from a few
+   more places (django's `FAIL: <id>` / `ERROR: <id>` blocks and `unexpected success`, sympy's
+   failure headers, pytest's verbose `<id> FAILED` lines, seaborn's `ERROR` lines): a test that
+   the log reports as failing anywhere does not pass.
+
+Deliberately left unrecorded, like the official harness (so the test counts as not passed):
+django's `expected failure` and sympy's `f` (expected to fail) / `X` / skip markers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from enum import Enum
+from typing import Literal
+
+
+class TestStatus(str, Enum):
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    ERROR = "ERROR"
+    XFAIL = "XFAIL"
+
+    __test__ = False  # not a pytest test class
+
+
+STATUSES = tuple(status.value for status in TestStatus)
+PASSING = frozenset({"PASSED", "XFAIL"})
+FAILING = frozenset({"FAILED", "ERROR"})
+# Worst last. XFAIL and SKIPPED are ordered so that a skip cannot be masked by a fake XFAIL line.
+SEVERITY = {"PASSED": 0, "XFAIL": 1, "SKIPPED": 2, "ERROR": 3, "FAILED": 4}
+
+Merge = Literal["worst", "last"]
+
+
+def worse(a: str, b: str) -> str:
+    """The worse of two statuses."""
+    return a if SEVERITY[a] >= SEVERITY[b] else b
+
+
+class _Results:
+    """Collects statuses; a test seen twice keeps the worse one (or the last one, for comparisons)."""
+
+    def __init__(self, merge: Merge) -> None:
+        self.statuses: dict[str, str] = {}
+        self._merge = merge
+
+    def __call__(self, test: str, status: str) -> None:
+        if not test:
+            return
+        old = self.statuses.get(test)
+        if old is None or self._merge == "last":
+            self.statuses[test] = status
+        else:
+            self.statuses[test] = worse(old, status)
+
+
+Parser = Callable[[str, _Results], None]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _clean(line: str) -> str:
+    """Drop colour codes and control characters (a pty makes pytest colour its output)."""
+    return _CONTROL.sub("", _ANSI.sub("", line))
+
+
+# ---------------------------------------------------------------------------------------- pytest
+
+_SKIP_COUNT = re.compile(r"\[\d+\]")  # `SKIPPED [2] tests/x.py:10: reason` names a location, not a test
+_PROGRESS = re.compile(r"\s*\[\s*\d+%\]$")  # ` [ 42%]` at the end of a verbose line
+_OPTION = re.compile(r"(.*?)\[(.*)\]")
+
+
+def _split_message(rest: str) -> str:
+    """`<node id> - <message>` -> `<node id>`, not cutting a ` - ` inside the id's brackets."""
+    depth = 0
+    for i, char in enumerate(rest):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(0, depth - 1)
+        elif depth == 0 and rest.startswith(" - ", i):
+            return rest[:i]
+    return rest
+
+
+def _shorten_option(test: str) -> str:
+    match = _OPTION.search(test)
+    if not match:
+        return test
+    main, option = match.groups()
+    if option.startswith("/") and not option.startswith("//") and "*" not in option:
+        option = "/" + option.split("/")[-1]
+    return f"{main}[{option}]"
+
+
+def _pytest_family(*, full_ids: bool = False, options: bool = False, mouse_buttons: bool = False,
+                   seaborn: bool = False) -> Parser:
+    def parse(log: str, record: _Results) -> None:
+        for raw in log.split("\n"):
+            line = _clean(raw)
+            if mouse_buttons:
+                line = line.replace("MouseButton.LEFT", "1").replace("MouseButton.RIGHT", "3")
+            tokens = line.split()
+            if len(tokens) < 2:
+                continue
+            head = tokens[0]
+            if head in STATUSES and line.startswith(head):
+                # short test summary line: `STATUS <node id>[ - <message>]`
+                if head == "SKIPPED" and _SKIP_COUNT.fullmatch(tokens[1]):
+                    continue
+                if full_ids:
+                    test = " ".join(_split_message(line[len(head):].strip()).split())
+                else:
+                    test = tokens[1]
+                if options:
+                    test = _shorten_option(test)
+                if seaborn and head not in ("PASSED", "FAILED", "ERROR"):
+                    continue  # seaborn's official parser reads only these summary lines
+                record(test, head)
+                continue
+            # verbose line: `<node id> STATUS`, possibly followed by ` [ 42%]`
+            body = _PROGRESS.sub("", line).rstrip()
+            words = body.split()
+            if len(words) < 2 or words[-1] not in STATUSES or "::" not in words[0]:
+                continue
+            status = words[-1]
+            progress = body != line.rstrip()
+            if full_ids and not progress:
+                # classic console style (astropy's `-o console_output_style=classic`)
+                record(" ".join(words[:-1]), status)
+            elif seaborn and status == "PASSED" and progress and len(words) == 2:
+                record(words[0], status)
+            elif status in FAILING:
+                test = " ".join(words[:-1]) if full_ids else words[0]
+                record(_shorten_option(test) if options else test, status)
+
+    return parse
+
+
+# ---------------------------------------------------------------------------------------- django
+
+_DJANGO_PASS_SUFFIXES = (" ... ok", " ... OK", " ...  OK")
+_SUBTEST = re.compile(r"^(\S+ \([\w.]+\)) [(\[].*$")  # `test_x (m.C) (i=1)` -> `test_x (m.C)`
+# Lines that Django's own output can wedge between `<test> ... ` and its `ok`.
+_DJANGO_INTERRUPTED = (
+    re.compile(r"^(.*?)\s\.\.\.\sTesting\ against\ Django\ installed\ in\ ((?s:.*?))\ silenced\)\.\nok$",
+               re.MULTILINE),
+    re.compile(r"^(.*?)\s\.\.\.\sInternal\ Server\ Error:\ \/(.*)\/\nok$", re.MULTILINE),
+    re.compile(r"^(.*?)\s\.\.\.\sSystem check identified no issues \(0 silenced\)\nok$", re.MULTILINE),
+)
+_VERSION_QUIRK = "--version is equivalent to version"  # admin_scripts prints over its own line
+_SITES_QUIRK = "Applying sites.0002_alter_domain_unique...test_no_migrations"
+
+
+def _record_failure_with_parent(record: _Results, test: str, status: str) -> None:
+    record(test, status)
+    parent = _SUBTEST.match(test)
+    if parent:  # a failing subtest fails its test
+        record(parent.group(1), status)
+
+
+def _parse_django(log: str, record: _Results) -> None:
+    lines = [_clean(raw).strip() for raw in log.split("\n")]
+    previous: str | None = None
+    for index, line in enumerate(lines):
+        if _VERSION_QUIRK in line:
+            record(_VERSION_QUIRK, "PASSED")
+        if " ... " in line:
+            previous = line.split(" ... ")[0]
+        for suffix in _DJANGO_PASS_SUFFIXES:
+            if line.endswith(suffix):
+                if line.startswith(_SITES_QUIRK):
+                    line = line.split("...", 1)[-1].strip()
+                record(line.rsplit(suffix, 1)[0], "PASSED")
+                break
+        if " ... skipped" in line:
+            record(line.split(" ... skipped")[0], "SKIPPED")
+        if line.endswith(" ... FAIL"):
+            _record_failure_with_parent(record, line.split(" ... FAIL")[0], "FAILED")
+        if line.endswith(" ... ERROR"):
+            _record_failure_with_parent(record, line.split(" ... ERROR")[0], "ERROR")
+        if line.endswith(" ... unexpected success"):
+            record(line.split(" ... unexpected success")[0], "FAILED")
+        for prefix, status in (("FAIL:", "FAILED"), ("ERROR:", "ERROR")):
+            if line.startswith(prefix) and index and lines[index - 1].startswith("=" * 10):
+                # a failure block: a rule of `=`, `FAIL: <id>`, the docstring's first line if any
+                _record_failure_with_parent(record, line[len(prefix):].strip(), status)
+                following = lines[index + 1] if index + 1 < len(lines) else ""
+                if following and not following.startswith("-" * 10):
+                    record(following, status)
+        if line.startswith("ok") and previous is not None:
+            # `<test> ... <output the test printed>` ... then `ok` on a line of its own
+            record(previous, "PASSED")
+    for pattern in _DJANGO_INTERRUPTED:
+        for match in pattern.finditer(log):
+            record(match.group(1), "PASSED")
+
+
+# ----------------------------------------------------------------------------------------- sympy
+
+# `________ sympy/core/tests/test_basic.py:test_equality ________` (newer sympy writes `::`);
+# an exception outside any test names the file alone
+_SYMPY_FAILURE_HEADER = re.compile(r"^_+ (\S+\.py)(?:::?(\w+))? _+$")
+_SYMPY_IMPORT_FAILED = re.compile(r"^(\S+\.py)\[\?\]\s+Failed to import")
+_SYMPY_FILE_DONE = re.compile(r"\s+\[(OK|FAIL)\]$")  # sympy ends a file's last test line so
+
+
+def _parse_sympy(log: str, record: _Results) -> None:
+    for raw in log.split("\n"):
+        line = _clean(raw).strip()
+        header = _SYMPY_FAILURE_HEADER.match(line)
+        if header:
+            path, test = header.groups()
+            if test:
+                record(f"{path}:{test}", "FAILED")
+                record(test, "FAILED")
+            else:
+                record(path, "ERROR")
+            continue
+        import_failed = _SYMPY_IMPORT_FAILED.match(line)
+        if import_failed:  # the run fails; its tests are missing
+            record(import_failed.group(1), "ERROR")
+            continue
+        if not line.startswith("test_"):
+            continue
+        line = _SYMPY_FILE_DONE.sub("", line)
+        test = line.split()[0]
+        if line.endswith(" ok"):
+            record(test, "PASSED")
+        elif line.endswith(" F"):
+            record(test, "FAILED")
+        elif line.endswith((" E", " T")):  # T: timed out
+            record(test, "ERROR")
+
+
+# -------------------------------------------------------------------------------------- registry
+
+PARSERS: dict[str, Parser] = {
+    "pytest": _pytest_family(),
+    "pytest_options": _pytest_family(options=True),
+    "pytest_v2": _pytest_family(full_ids=True),
+    "matplotlib": _pytest_family(mouse_buttons=True),
+    "seaborn": _pytest_family(seaborn=True),
+    "django": _parse_django,
+    "sympy": _parse_sympy,
+}
+
+REPO_PARSERS: dict[str, str] = {
+    "astropy/astropy": "pytest_v2",
+    "django/django": "django",
+    "marshmallow-code/marshmallow": "pytest",
+    "matplotlib/matplotlib": "matplotlib",
+    "mwaskom/seaborn": "seaborn",
+    "pallets/flask": "pytest",
+    "psf/requests": "pytest_options",
+    "pvlib/pvlib-python": "pytest",
+    "pydata/xarray": "pytest",
+    "pydicom/pydicom": "pytest_options",
+    "pylint-dev/astroid": "pytest",
+    "pylint-dev/pylint": "pytest_options",
+    "pytest-dev/pytest": "pytest",
+    "pyvista/pyvista": "pytest",
+    "scikit-learn/scikit-learn": "pytest_v2",
+    "sphinx-doc/sphinx": "pytest_v2",
+    "sqlfluff/sqlfluff": "pytest",
+    "sympy/sympy": "sympy",
+}
+
+
+def parser_for_repo(repo: str) -> str:
+    """The parser name for a SWE-bench repository (`owner/name`); any other repo gets `pytest`."""
+    return REPO_PARSERS.get(repo.removeprefix("https://github.com/").removesuffix(".git"), "pytest")
+
+
+def parse_log(parser: str, log: str, *, merge: Merge = "worst") -> dict[str, str]:
+    """Parse a test log with a named parser: {test id: status}.
+
+    `merge="last"` keeps the last status seen for a test, as SWE-bench's parsers do; it exists only
+    to compare against them. Grading uses the default, "worst".
+    """
+    try:
+        parse = PARSERS[parser]
+    except KeyError:
+        raise ValueError(f"unknown log parser {parser!r}; known: {', '.join(sorted(PARSERS))}") from None
+    results = _Results(merge)
+    parse(log, results)
+    return results.statuses

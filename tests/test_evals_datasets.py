@@ -1,0 +1,265 @@
+"""Datasets: the registry, the real SWE-bench Lite files, selection, file formats, malformed rows."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from codeagent.evals.datasets import (
+    ENV_DIR,
+    DatasetError,
+    load_rows,
+    load_tasks,
+    local_file,
+    parse_slice,
+    read_file,
+    registry,
+    select_rows,
+)
+from codeagent.task import Task
+
+SWEBENCH = Path(__file__).resolve().parents[2] / "shared" / "swebench"
+LITE_PER_REPO = {"django/django": 114, "sympy/sympy": 77, "scikit-learn/scikit-learn": 23,
+                 "matplotlib/matplotlib": 23, "pytest-dev/pytest": 17, "sphinx-doc/sphinx": 16,
+                 "astropy/astropy": 6, "psf/requests": 6, "pylint-dev/pylint": 6, "pydata/xarray": 5,
+                 "mwaskom/seaborn": 4, "pallets/flask": 3}
+
+
+@pytest.fixture(autouse=True)
+def _no_env_dir(monkeypatch):
+    monkeypatch.delenv(ENV_DIR, raising=False)
+
+
+@pytest.fixture(scope="module")
+def lite_rows():
+    return load_rows("lite")
+
+
+@pytest.fixture(scope="module")
+def dev_rows():
+    return load_rows("lite-dev")
+
+
+# ------------------------------------------------------------------------------------ registry
+
+def test_registry_names_and_hub_ids():
+    names = registry()
+    assert {"lite", "lite-dev", "verified", "full"} <= set(names)
+    assert (names["lite"].hf, names["lite"].split) == ("princeton-nlp/SWE-bench_Lite", "test")
+    assert (names["lite-dev"].hf, names["lite-dev"].split) == ("princeton-nlp/SWE-bench_Lite", "dev")
+    assert names["verified"].hf == "princeton-nlp/SWE-bench_Verified"
+    assert names["full"].hf == "princeton-nlp/SWE-bench"
+    assert local_file(names["lite"]) == (SWEBENCH / "swe-bench-lite.test.json").resolve()
+    assert local_file(names["lite-dev"]) == (SWEBENCH / "swe-bench-lite.dev.jsonl").resolve()
+    assert local_file(names["verified"]) is None
+
+
+# ------------------------------------------------------------------------- the real Lite files
+
+def test_lite_loads_300_instances_with_the_readme_counts(lite_rows):
+    assert len(lite_rows) == 300
+    assert Counter(row["repo"] for row in lite_rows) == LITE_PER_REPO
+    assert all(isinstance(row["FAIL_TO_PASS"], list) and row["FAIL_TO_PASS"] for row in lite_rows)
+
+
+def test_lite_dev_loads_23_instances(dev_rows):
+    assert len(dev_rows) == 23
+    assert Counter(row["repo"] for row in dev_rows)["sqlfluff/sqlfluff"] == 5
+
+
+def test_rows_become_tasks():
+    tasks = load_tasks("lite", instance_ids=["django__django-11099"])
+    assert len(tasks) == 1 and isinstance(tasks[0], Task)
+    task = tasks[0]
+    raw = next(row for row in json.loads((SWEBENCH / "swe-bench-lite.test.json").read_text())
+               if row["instance_id"] == "django__django-11099")
+    assert task.instance_id == "django__django-11099"
+    assert task.repo == "https://github.com/django/django.git"
+    assert task.extra["swebench_repo"] == "django/django"
+    assert task.base_commit == raw["base_commit"] and task.gold_patch == raw["patch"]
+    assert task.test_patch == raw["test_patch"] and task.problem_statement == raw["problem_statement"]
+    assert task.FAIL_TO_PASS == json.loads(raw["FAIL_TO_PASS"])
+    assert task.PASS_TO_PASS == json.loads(raw["PASS_TO_PASS"])
+    assert task.version == raw["version"] and task.environment_setup_commit == raw["environment_setup_commit"]
+
+
+def test_env_dir_overrides_the_bundled_copy(tmp_path, monkeypatch):
+    lines = (SWEBENCH / "swe-bench-lite.dev.jsonl").read_text().splitlines()[:2]
+    (tmp_path / "swe-bench-lite.dev.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv(ENV_DIR, str(tmp_path))
+    assert len(load_rows("lite-dev")) == 2
+    assert len(load_rows("lite")) == 300  # not in that folder: the bundled one
+
+
+# ----------------------------------------------------------------------------------- selection
+
+def test_select_by_ids_keeps_dataset_order(lite_rows):
+    ids = ["sympy__sympy-20590", "django__django-11099"]
+    selected = select_rows(lite_rows, instance_ids=ids)
+    order = [row["instance_id"] for row in lite_rows]
+    assert [row["instance_id"] for row in selected] == sorted(ids, key=order.index)
+
+
+def test_select_by_regex_repo_and_slice(lite_rows):
+    assert len(select_rows(lite_rows, regex=r"^psf__requests-")) == 6
+    assert len(select_rows(lite_rows, repo="django/django")) == 114
+    assert len(select_rows(lite_rows, repo=["pallets/flask", "mwaskom/seaborn"])) == 7
+    assert select_rows(lite_rows, slice="10:20") == lite_rows[10:20]
+    assert select_rows(lite_rows, slice=":5") == lite_rows[:5]
+    # filters first, then the slice
+    django = [row for row in lite_rows if row["repo"] == "django/django"]
+    assert select_rows(lite_rows, repo="django/django", slice="100:") == django[100:]
+    assert [r["instance_id"] for r in select_rows(lite_rows, regex="sympy-2", repo="sympy/sympy", slice="0:2")] \
+        == [r["instance_id"] for r in lite_rows if r["repo"] == "sympy/sympy" and "sympy-2" in r["instance_id"]][:2]
+    tasks = load_tasks("lite", repo="psf/requests", slice="1:3")
+    assert [t.instance_id for t in tasks] == [r["instance_id"] for r in lite_rows if r["repo"] == "psf/requests"][1:3]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"instance_ids": ["django__django-11099", "nope__nope-1"]}, "not in the dataset: nope__nope-1"),
+    ({"repo": "django"}, "no instance of django"),
+    ({"regex": "("}, "bad instance regex"),
+    ({"regex": "zzz-no-such"}, "matched no instance"),
+    ({"slice": "5"}, "bad slice"),
+    ({"slice": "a:b"}, "bad slice"),
+    ({"slice": "::0"}, "step cannot be 0"),
+])
+def test_bad_selections_are_clear_errors(lite_rows, kwargs, message):
+    with pytest.raises(DatasetError, match=message):
+        select_rows(lite_rows, **kwargs)
+
+
+def test_parse_slice():
+    assert parse_slice("10:20") == slice(10, 20)
+    assert parse_slice("::2") == slice(None, None, 2)
+    assert parse_slice("-5:") == slice(-5, None)
+
+
+def test_unknown_name_is_a_clear_error():
+    with pytest.raises(DatasetError, match="unknown dataset 'litee'.*lite"):
+        load_rows("litee")
+
+
+def test_an_unreachable_hub_says_to_pass_a_local_file(tmp_path):
+    # the real `datasets` client, kept from waiting on the network: offline mode
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path)}
+    code = ("from codeagent.evals.datasets import load_rows, DatasetError\n"
+            "for name in ('verified', 'hf:someone/else:dev'):\n"
+            "    try:\n        load_rows(name)\n    except DatasetError as e:\n        print('ERR', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("ERR")]
+    assert len(lines) == 2, out.stdout + out.stderr
+    assert "princeton-nlp/SWE-bench_Verified" in lines[0] and "pass a local file" in lines[0]
+    assert "someone/else" in lines[1] and "'dev'" in lines[1]
+
+
+# -------------------------------------------------------------------------------- file formats
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    if path.suffix == ".json":
+        path.write_text(json.dumps(rows))
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    elif path.suffix == ".csv":
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    elif path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def _raw_dev_rows() -> list[dict]:
+    text = (SWEBENCH / "swe-bench-lite.dev.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".csv", ".parquet"])
+def test_each_file_format_loads_the_same_rows(tmp_path, suffix, dev_rows):
+    path = _write(tmp_path / f"dev{suffix}", _raw_dev_rows())
+    assert read_file(path) == dev_rows
+    tasks = load_tasks(str(path), regex="sqlfluff")
+    assert len(tasks) == 5 and all(t.FAIL_TO_PASS for t in tasks)
+
+
+def _break(rows: list[dict], index: int, **changes) -> list[dict]:
+    rows = [dict(row) for row in rows]
+    for field, value in changes.items():
+        if value is KeyError:
+            rows[index].pop(field)
+        else:
+            rows[index][field] = value
+    return rows
+
+
+BROKEN = [
+    ({"FAIL_TO_PASS": "[\"test_a\", "}, "FAIL_TO_PASS.*not a JSON list"),
+    ({"PASS_TO_PASS": json.dumps({"test_a": "PASSED"})}, "PASS_TO_PASS.*must be a list"),
+    ({"FAIL_TO_PASS": json.dumps([1, 2])}, "FAIL_TO_PASS.*must be a list"),
+    ({"base_commit": KeyError}, "missing field 'base_commit'"),
+    ({"repo": "not a repo"}, "'repo' must be owner/name"),
+]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".csv", ".parquet"])
+@pytest.mark.parametrize("changes, message", BROKEN)
+def test_a_malformed_row_names_its_instance_and_field(tmp_path, suffix, changes, message):
+    rows = _raw_dev_rows()
+    if suffix in (".csv", ".parquet") and "base_commit" in changes:
+        changes = {"base_commit": None}  # a column cannot be missing from one row only
+        if suffix == ".csv":
+            changes = {"base_commit": ""}
+            message = "'base_commit' is empty"
+    broken = _break(rows, 6, **changes)
+    path = _write(tmp_path / f"broken{suffix}", broken)
+    unit = "line" if suffix == ".jsonl" else "row"
+    with pytest.raises(DatasetError, match=message) as info:
+        read_file(path)
+    assert f"{unit} 7 (instance {rows[6]['instance_id']})" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_wrong_types_in_json(tmp_path):
+    rows = _raw_dev_rows()
+    path = _write(tmp_path / "a.json", _break(rows, 0, base_commit=12345))
+    with pytest.raises(DatasetError, match=r"row 1 \(instance .*\): field 'base_commit' must be a string, got int"):
+        read_file(path)
+    path = _write(tmp_path / "b.json", _break(rows, 2, version=3.1))
+    with pytest.raises(DatasetError, match="row 3 .*field 'version' must be a string, got float"):
+        read_file(path)
+    path = _write(tmp_path / "c.json", _break(rows, 1, instance_id=None))
+    with pytest.raises(DatasetError, match=r"row 2: missing field 'instance_id'"):
+        read_file(path)
+
+
+def test_file_level_errors(tmp_path):
+    rows = _raw_dev_rows()
+    (tmp_path / "obj.json").write_text(json.dumps(rows[0]))
+    with pytest.raises(DatasetError, match="must be an array"):
+        read_file(tmp_path / "obj.json")
+    (tmp_path / "bad.jsonl").write_text(json.dumps(rows[0]) + "\n\n{oops\n")
+    with pytest.raises(DatasetError, match="line 3 is not valid JSON"):
+        read_file(tmp_path / "bad.jsonl")
+    _write(tmp_path / "dup.jsonl", [rows[0], rows[1], rows[0]])
+    with pytest.raises(DatasetError, match=f"line 3: instance {rows[0]['instance_id']} appears twice"):
+        read_file(tmp_path / "dup.jsonl")
+    _write(tmp_path / "cols.csv", [{k: v for k, v in row.items() if k != "PASS_TO_PASS"} for row in rows])
+    with pytest.raises(DatasetError, match="missing column.*PASS_TO_PASS"):
+        read_file(tmp_path / "cols.csv")
+    with pytest.raises(DatasetError, match="does not exist"):
+        read_file(tmp_path / "none.jsonl")
+    shutil.copy(tmp_path / "obj.json", tmp_path / "x.yaml")
+    with pytest.raises(DatasetError, match="unknown dataset format .yaml"):
+        read_file(tmp_path / "x.yaml")
