@@ -10,7 +10,6 @@ import click
 from . import __version__
 
 NOT_BUILT = {
-    "eval": "the SWE-bench harness and batch evaluation (issue #4)",
     "train": "SFT, DPO and GRPO training on trajectories (issue #6)",
     "serve": "serving a trained model over an OpenAI-compatible API (issue #6)",
 }
@@ -107,13 +106,15 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
     sys.exit(0 if result.exit_status == "submitted" else 1)
 
 
-def _mount_traj() -> None:
+def _mount_groups() -> None:
+    from .evals.commands import eval_group
     from .trajectory.commands import traj
 
     cli.add_command(traj)
+    cli.add_command(eval_group)
 
 
-_mount_traj()
+_mount_groups()
 
 
 # -- sandbox ---------------------------------------------------------------------------------------

@@ -22,11 +22,9 @@ class SolveOutcome:
 def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
     """The configured model; with none configured, the example's recorded trajectory (replay)."""
     if config.model.name:
-        options = {"api_base": config.model.api_base, "retries": config.model.retries,
-                   "native_tools": config.model.native_tools}
-        if config.model.name.startswith("replay:"):
-            return make_model(config.model.name), True
-        return make_model(config.model.name, **options), False
+        model = make_model(config.model.name, api_base=config.model.api_base, retries=config.model.retries,
+                           native_tools=config.model.native_tools)
+        return model, config.model.name.startswith("replay:")
     if example:
         from ..examples import example_replay
 

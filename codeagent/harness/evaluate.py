@@ -6,7 +6,6 @@ Runs in a fresh container of the task's instance image, with no network. Outcome
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 import time
@@ -18,7 +17,7 @@ from ..sandbox import Limits
 from ..sandbox.docker import DockerSandbox
 from ..sandbox.workspace import BASE_TAG, snapshot
 from ..task import Task
-from .grading import GradeReport, Outcome, grade, not_run
+from .grading import ABORT_EXIT_CODES, GradeReport, Outcome, grade, not_run
 from .log_parsers import parse_log
 
 PATCH_DIR = "/tmp/codeagent-eval"
@@ -78,8 +77,8 @@ def run_tests(box: DockerSandbox, command: str, timeout: float) -> TestRun:
 
 def evaluate_patch(task: Task, patch: str, *, image: str, test_command: str, log_parser: str,
                    timeout: float, output_dir: Path | None = None, extra: dict[str, Any] | None = None) -> dict:
-    """Grade `patch` on `task` in a fresh container of `image`. Returns the report (a dict) and
-    writes report.json and test_output.txt to output_dir when given."""
+    """Grade `patch` on `task` in a fresh container of `image`. Returns the report (a dict); the raw
+    test log goes to output_dir/test_output.txt when output_dir is given."""
     started = time.monotonic()
     report: dict[str, Any] = {"instance_id": task.instance_id, "image": image, **(extra or {})}
     f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
@@ -102,7 +101,8 @@ def evaluate_patch(task: Task, patch: str, *, image: str, test_command: str, log
                     run = run_tests(box, test_command, timeout)
                     log = run.log
                     graded = grade(parse_log(log_parser, run.log), f2p, p2p, exit_code=run.exit_code,
-                                   log_complete=run.complete, timed_out=run.timed_out)
+                                   log_complete=run.complete, timed_out=run.timed_out,
+                                   abort_exit_codes=ABORT_EXIT_CODES.get(log_parser, frozenset()))
                     report["test_seconds"] = round(run.seconds, 2)
     except Exception as exc:  # one instance's failure is a report, never a crash of the batch
         graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=f"{type(exc).__name__}: {exc}")
@@ -111,7 +111,6 @@ def evaluate_patch(task: Task, patch: str, *, image: str, test_command: str, log
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / "test_output.txt").write_text(log)
-        _write_json_atomic(output_dir / "report.json", report)
     return report
 
 
@@ -137,9 +136,3 @@ def _apply(box: DockerSandbox, patch: str, report: dict) -> str | None:
         errors.append(f"$ {template.split(' {')[0]}\n{result.output.strip()[-600:]}")
         box.run("git checkout -q -- . && git clean -qfd", timeout=120)  # undo a partial apply (build products are excluded)
     return "\n".join(errors)
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(data, indent=2, default=str))
-    temporary.replace(path)

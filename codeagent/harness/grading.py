@@ -15,6 +15,10 @@ The rule, in the order it is applied:
    catch a patch that also prints a fake failure, which is why two more guards exist: the parsers
    merge a test reported twice to its worst status (a fake `PASSED x` cannot hide the real
    `FAILED x`), and the harness cuts the output with per-run markers a patch cannot forge.
+   And when the runner's exit code says it aborted before running the tests (pytest: 2
+   interrupted, e.g. a collection error; 3 internal error; 4 usage error: `ABORT_EXIT_CODES`),
+   the run is `unresolved` whatever PASSED lines the log holds: nothing that printed them was a
+   test that ran.
 4. Per test. A FAIL_TO_PASS test passes when its status is PASSED or XFAIL; a PASS_TO_PASS test
    when PASSED, XFAIL or SKIPPED (a skip is not a regression, as in SWE-bench); a test missing
    from the log has failed. `resolved` = every FAIL_TO_PASS and every PASS_TO_PASS test passes.
@@ -43,6 +47,11 @@ END_MARKER = ">>>>> End Test Output"
 EXIT_CODE_MARKER = ">>>>> Test Exit Code"
 
 MISSING = "MISSING"  # the status of a listed test the log does not mention
+_PYTEST_ABORTS = frozenset({2, 3, 4})
+# Exit codes by which a test runner says it did not run the tests (per log parser).
+ABORT_EXIT_CODES: dict[str, frozenset[int]] = {
+    name: _PYTEST_ABORTS for name in ("pytest", "pytest_options", "pytest_v2", "matplotlib", "seaborn")
+}
 
 
 class Outcome(str, Enum):
@@ -115,7 +124,8 @@ def not_run(outcome: Outcome | str, fail_to_pass: list[str], pass_to_pass: list[
 
 
 def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[str], *,
-          exit_code: int | None, log_complete: bool, timed_out: bool = False) -> GradeReport:
+          exit_code: int | None, log_complete: bool, timed_out: bool = False,
+          abort_exit_codes: frozenset[int] = frozenset()) -> GradeReport:
     """Grade parsed statuses against the two lists; see the module docstring for the exact rule."""
     failing = sum(status in FAILING for status in statuses.values())
     common = {"exit_code": exit_code, "log_complete": log_complete,
@@ -138,6 +148,9 @@ def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[
 
     if not statuses:
         return GradeReport(outcome=Outcome.UNRESOLVED, reason="no test results in the log", **common, **report)
+    if exit_code in abort_exit_codes:
+        return GradeReport(outcome=Outcome.UNRESOLVED, consistent=False, **common, **report,
+                           reason=f"the test runner aborted (exit code {exit_code}) before running the tests")
     if exit_code not in (None, 0) and not failing:
         return GradeReport(outcome=Outcome.UNRESOLVED, consistent=False, **common, **report,
                            reason=f"the test command exited with {exit_code} but the log reports no "

@@ -36,6 +36,7 @@ class Layer:
     env: dict[str, str] = field(default_factory=dict)  # ENV of the committed image
     network: bool = True  # installing packages needs it; the finished image runs without
     tree: RepoSnapshot | None = None  # copied to `workdir` as a one-commit repository first
+    files: dict[str, bytes] = field(default_factory=dict)  # absolute path -> content, put in first
     workdir: str = "/testbed"
     timeout: float = 3600.0
 
@@ -66,6 +67,8 @@ def _build(layer: Layer, log_path: Path | None) -> None:
     )
     try:
         container.start()
+        if layer.files:
+            _put_files(container, layer.files)
         if layer.tree is not None:
             _copy_tree(container, layer)
         script = f"set -euo pipefail\n{layer.script}"
@@ -86,6 +89,19 @@ def _build(layer: Layer, log_path: Path | None) -> None:
         raise
     finally:
         container.remove(force=True)
+
+
+def _put_files(container, files: dict[str, bytes]) -> None:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    container.put_archive("/", buffer.getvalue())
 
 
 def _copy_tree(container, layer: Layer) -> None:

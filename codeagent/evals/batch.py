@@ -1,0 +1,156 @@
+"""Batch grading and batch agent runs over many tasks, resumable (see runner.py for the layout)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..task import Task
+from .executors import Executor, LocalExecutor
+from .runner import BatchDir, process_instance
+
+Progress = Callable[[dict], None]
+
+
+def grade_task(task: Task, patch: str, instance_dir: Path) -> dict:
+    """Build (or reuse) the task's images and grade `patch`: the full per-instance report."""
+    from ..harness.directives import test_command
+    from ..harness.environment import task_images
+    from ..harness.evaluate import evaluate_patch
+    from ..harness.grading import Outcome, not_run
+    from ..harness.specs import spec_for
+
+    started = time.monotonic()
+    spec = spec_for(task)
+    facts = {"python_requested": spec.python_requested, "python_used": spec.python_used,
+             "python_fallback": spec.fallback, "log_parser": spec.log_parser}
+    try:
+        images = task_images(task, spec, log_dir=instance_dir)
+    except Exception as exc:
+        graded = not_run(Outcome.HARNESS_ERROR, task.FAIL_TO_PASS, task.PASS_TO_PASS,
+                         reason=f"the environment could not be built: {exc}")
+        report = {"instance_id": task.instance_id, **graded.model_dump(mode="json"), "outcome": "harness_error",
+                  "tests_status": graded.to_swebench(), **facts}
+    else:
+        report = evaluate_patch(task, patch, image=images.instance, test_command=test_command(task, spec),
+                                log_parser=spec.log_parser, timeout=spec.test_timeout, output_dir=instance_dir,
+                                extra={**facts, "images": {"base": images.base, "env": images.env,
+                                                           "instance": images.instance},
+                                       "layers_built": images.built, "image_seconds": round(images.seconds, 2)})
+    report["total_seconds"] = round(time.monotonic() - started, 2)
+    return report
+
+
+def _grade_one(job: tuple[dict, str, str, str]) -> dict:
+    task_data, output, model_name, patch = job
+    task = Task.model_validate(task_data)
+    state = BatchDir(output).instance(task.instance_id)
+
+    def produce() -> dict:
+        return {"instance_id": task.instance_id, "model_name_or_path": model_name, "model_patch": patch}
+
+    return process_instance(state, produce, lambda prediction: grade_task(task, prediction["model_patch"], state.root))
+
+
+def grade_batch(tasks: list[Task], patches: dict[str, str], output: str | Path, *, model_name: str,
+                executor: Executor | None = None, progress: Progress | None = None) -> list[dict]:
+    """Grade a prediction per task (instances already graded in `output` are skipped)."""
+    batch = BatchDir(output)
+    ids = [task.instance_id for task in tasks]
+    todo = set(batch.pending(ids))
+    jobs = [(task.model_dump(), str(output), model_name, patches.get(task.instance_id, ""))
+            for task in tasks if task.instance_id in todo]
+    _drive(executor or LocalExecutor(), _grade_one, jobs, progress)
+    batch.write_predictions(ids)
+    return batch.reports(ids)
+
+
+def _drive(executor: Executor, fn, jobs: list, progress: Progress | None) -> None:
+    for job, report, error in executor.map_unordered(fn, jobs):
+        if error is not None:  # the worker itself broke: record it, go on with the others
+            report = {"instance_id": job[0].get("instance_id"), "resolved": False, "outcome": "harness_error",
+                      "reason": f"{type(error).__name__}: {error}"}
+        if progress:
+            progress(report)
+
+
+def summarize(reports: list[dict], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    per_repo: dict[str, dict[str, int]] = {}
+    outcomes: dict[str, int] = {}
+    for report in reports:
+        repo = report["instance_id"].rsplit("-", 1)[0]
+        row = per_repo.setdefault(repo, {"total": 0, "resolved": 0})
+        row["total"] += 1
+        row["resolved"] += bool(report.get("resolved"))
+        outcomes[report.get("outcome", "?")] = outcomes.get(report.get("outcome", "?"), 0) + 1
+    resolved = sum(bool(r.get("resolved")) for r in reports)
+    return {"instances": len(reports), "resolved": resolved,
+            "resolved_percent": round(100 * resolved / len(reports), 2) if reports else 0.0,
+            "outcomes": outcomes, "per_repo": dict(sorted(per_repo.items())),
+            "python_fallbacks": sorted(r["instance_id"] for r in reports if r.get("python_fallback")),
+            **(extra or {})}
+
+
+def solve_task(task: Task, config_data: dict, instance_dir: Path) -> dict:
+    """Run the agent on a task, in a sandbox of its instance image: the prediction."""
+    from ..agent.loop import Agent
+    from ..config import Config
+    from ..harness.environment import task_images
+    from ..harness.specs import spec_for
+    from ..models import make_model
+    from ..sandbox import Limits
+    from ..sandbox.docker import DockerSandbox
+    from ..sandbox.workspace import snapshot
+
+    config = Config.model_validate(config_data)
+    images = task_images(task, spec_for(task), log_dir=instance_dir)
+    model = make_model(config.model.name or "", api_base=config.model.api_base, retries=config.model.retries,
+                       native_tools=config.model.native_tools)
+    agent_task = task.model_copy(update={"test_patch": None, "gold_patch": None})  # the agent never sees them
+    limits = Limits(network=config.sandbox.network, memory=config.sandbox.memory, pids=config.sandbox.pids,
+                    cpus=config.sandbox.cpus)
+    with DockerSandbox(snapshot(task.repo, task.base_commit), prepared_image=images.instance, limits=limits) as box:
+        result = Agent(model, config).run(agent_task, box)
+    return {"instance_id": task.instance_id, "model_name_or_path": model.name, "model_patch": result.patch,
+            "trajectory_id": result.trajectory_id, "exit_status": result.exit_status, "cost": result.cost,
+            "steps": result.steps, "agent_seconds": round(result.seconds, 2)}
+
+
+def _run_one(job: tuple[dict, str, dict]) -> dict:
+    task_data, output, config_data = job
+    task = Task.model_validate(task_data)
+    state = BatchDir(output).instance(task.instance_id)
+
+    def grade(prediction: dict) -> dict:
+        report = grade_task(task, prediction["model_patch"], state.root)
+        report.update({key: prediction.get(key) for key in ("trajectory_id", "exit_status", "cost", "steps")})
+        _record_reward(config_data, prediction.get("trajectory_id"), report)
+        return report
+
+    return process_instance(state, lambda: solve_task(task, config_data, state.root), grade)
+
+
+def _record_reward(config_data: dict, trajectory_id: str | None, report: dict) -> None:
+    """The grade goes back onto the trajectory: verification results and the reward for training."""
+    if not trajectory_id:
+        return
+    from ..config import Config
+    from ..trajectory.store import TrajectoryStore
+
+    store = TrajectoryStore(Config.model_validate(config_data).trajectory_root())
+    store.add_verification(trajectory_id, {"resolved": bool(report.get("resolved")), "outcome": report.get("outcome"),
+                                           "tests_status": report.get("tests_status")})
+    store.add_rewards(trajectory_id, {"resolved": 1.0 if report.get("resolved") else 0.0})
+
+
+def run_batch(tasks: list[Task], config_data: dict, output: str | Path, *, executor: Executor | None = None,
+              progress: Progress | None = None) -> list[dict]:
+    """The agent on every task (resumable), each patch graded; predictions.jsonl in SWE-bench format."""
+    batch = BatchDir(output)
+    ids = [task.instance_id for task in tasks]
+    todo = set(batch.pending(ids))
+    jobs = [(task.model_dump(), str(output), config_data) for task in tasks if task.instance_id in todo]
+    _drive(executor or LocalExecutor(), _run_one, jobs, progress)
+    batch.write_predictions(ids)
+    return batch.reports(ids)

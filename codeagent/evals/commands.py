@@ -1,0 +1,199 @@
+"""`codeagent eval grade|run`: SWE-bench-style grading and batch agent runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+def _selection_options(command):
+    options = [
+        click.option("--dataset", required=True, help="lite, lite-dev, verified, full, hf:ID[:SPLIT], or a file."),
+        click.option("--instances", help="Comma-separated instance ids."),
+        click.option("--regex", help="Regular expression on instance ids."),
+        click.option("--repo", "repo_filter", help="Only this repository, e.g. psf/requests."),
+        click.option("--slice", "slice_", help="A slice of the selection, e.g. 0:10."),
+        click.option("--repos", type=click.Path(file_okay=False), help="Local mirrors: DIR/owner/name git repositories."),
+        click.option("--workers", type=int, default=1, show_default=True, help="Instances in parallel."),
+        click.option("--output", type=click.Path(file_okay=False), help="Output directory (default ./codeagent-eval/NAME)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Grade predictions (an offline SWE-bench harness) and run the agent on benchmarks."""
+
+
+@eval_group.command("grade")
+@_selection_options
+@click.option("--predictions", type=click.Path(exists=True, dir_okay=False), help="SWE-bench predictions (.json/.jsonl).")
+@click.option("--gold", is_flag=True, help="Grade the gold patches (gold must resolve).")
+@click.option("--empty", is_flag=True, help="Grade the empty patch (nothing may resolve).")
+def grade(dataset, instances, regex, repo_filter, slice_, repos, workers, output, predictions, gold, empty) -> None:
+    """Grade patches: each instance's report lands in OUTPUT/instances/ID/report.json."""
+    from .batch import grade_batch
+
+    if sum(map(bool, (predictions, gold, empty))) != 1:
+        raise click.UsageError("give exactly one of --predictions, --gold or --empty")
+    with _errors():
+        tasks = _tasks(dataset, instances, regex, repo_filter, slice_, repos)
+        if predictions:
+            found = read_predictions(Path(predictions))
+            tasks = [task for task in tasks if task.instance_id in found]
+            patches, name = {i: p["model_patch"] or "" for i, p in found.items()}, _model_name(found)
+        else:
+            patches = {task.instance_id: (task.gold_patch or "") if gold else "" for task in tasks}
+            name = "gold" if gold else "empty"
+        if not tasks:
+            raise click.UsageError("no instance selected (check --instances/--regex/--repo and the predictions)")
+        out = Path(output or f"codeagent-eval/{_slug(dataset)}-{name}")
+        reports = _with_progress(len(tasks), lambda progress: grade_batch(
+            tasks, patches, out, model_name=name, executor=_executor(workers), progress=progress))
+    _finish(reports, out, {"dataset": dataset, "model": name})
+
+
+@eval_group.command("run")
+@_selection_options
+@click.option("--model", "model_name", help="litellm model id, or replay:TRAJECTORY.")
+@click.option("--api-base", help="Base URL of an OpenAI-compatible server.")
+@click.option("--config", "config_file", help="A config file (YAML).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting.")
+def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, model_name, api_base, config_file,
+        settings) -> None:
+    """Run the agent on each task in its own sandbox, then grade its patch. Resumable."""
+    from ..config import ConfigError, load_config, parse_overrides
+    from ..models import ModelConfigError
+    from .batch import run_batch
+
+    with _errors(ConfigError, ModelConfigError):
+        overrides = parse_overrides(list(settings))
+        for key, value in (("name", model_name), ("api_base", api_base)):
+            if value:
+                overrides.setdefault("model", {})[key] = value
+        config = load_config(None, config_file, overrides)
+        if not config.model.name:
+            raise ModelConfigError("no model configured: pass --model (or set model.name in a config file)")
+        tasks = _tasks(dataset, instances, regex, repo_filter, slice_, repos)
+        out = Path(output or f"codeagent-eval/{_slug(dataset)}-{_slug(config.model.name)}")
+        reports = _with_progress(len(tasks), lambda progress: run_batch(
+            tasks, config.model_dump(mode="json"), out, executor=_executor(workers), progress=progress))
+    costs = [r.get("cost") or 0.0 for r in reports]
+    statuses: dict[str, int] = {}
+    for report in reports:
+        statuses[str(report.get("exit_status"))] = statuses.get(str(report.get("exit_status")), 0) + 1
+    _finish(reports, out, {"dataset": dataset, "model": config.model.name, "cost": round(sum(costs), 4),
+                           "exit_statuses": statuses})
+
+
+def read_predictions(path: Path) -> dict[str, dict]:
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        data = json.loads(text)
+        rows = list(data.values()) if isinstance(data, dict) else data
+    found = {}
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or "instance_id" not in row or "model_patch" not in row:
+            raise click.ClickException(f"{path}: prediction {number} needs instance_id and model_patch")
+        found[row["instance_id"]] = row
+    return found
+
+
+def _model_name(found: dict[str, dict]) -> str:
+    names = {row.get("model_name_or_path") or "model" for row in found.values()}
+    return sorted(names)[0] if len(names) == 1 else "mixed"
+
+
+def _tasks(dataset, instances, regex, repo_filter, slice_, repos):
+    from .datasets import load_tasks
+
+    tasks = load_tasks(dataset, instance_ids=instances.split(",") if instances else None, regex=regex,
+                       repo=repo_filter, slice=slice_)
+    if repos:
+        located = []
+        for task in tasks:
+            name = task.extra.get("swebench_repo") or ""
+            path = Path(repos) / name
+            if not path.exists():
+                raise click.ClickException(f"{task.instance_id}: no repository {name} under {repos} "
+                                           f"(expected {path}, a git repository or mirror)")
+            located.append(task.model_copy(update={"repo": str(path)}))
+        tasks = located
+    return tasks
+
+
+def _executor(workers: int):
+    from .executors import LocalExecutor
+
+    return LocalExecutor(workers)
+
+
+def _with_progress(total: int, work):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    counts = {"resolved": 0, "errors": 0}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}"), transient=False, console=_console()) as progress:
+        bar = progress.add_task("instances", total=total, status="")
+
+        def advance(report: dict) -> None:
+            counts["resolved"] += bool(report.get("resolved"))
+            counts["errors"] += report.get("outcome") == "harness_error"
+            progress.update(bar, advance=1, status=f"resolved {counts['resolved']} · harness errors "
+                                                   f"{counts['errors']} · last {report.get('instance_id')}")
+
+        return work(advance)
+
+
+def _finish(reports: list[dict], out: Path, extra: dict) -> None:
+    from rich.table import Table
+
+    from .batch import summarize
+    from .runner import write_json_atomic
+
+    summary = summarize(reports, extra)
+    write_json_atomic(out / "summary.json", summary)
+    table = Table(title=f"{summary['resolved']}/{summary['instances']} resolved ({summary['resolved_percent']}%)")
+    for column in ("repository", "resolved", "total"):
+        table.add_column(column)
+    for repo, row in summary["per_repo"].items():
+        table.add_row(repo, str(row["resolved"]), str(row["total"]))
+    _console().print(table)
+    _console().print(f"outcomes: {summary['outcomes']}")
+    _console().print(f"reports: {out}/instances/*/report.json · summary: {out}/summary.json")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(text).name if "/" in text and Path(text).exists() else text)
+
+
+class _errors:
+    def __init__(self, *extra):
+        self.extra = extra
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        from ..sandbox.errors import SandboxError
+        from .datasets import DatasetError
+
+        if exc_type is not None and issubclass(exc_type, (DatasetError, SandboxError, FileNotFoundError, *self.extra)):
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(3)
+        return False

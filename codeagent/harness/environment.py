@@ -1,0 +1,88 @@
+"""A task's images: base (per Debian suite) -> env (system and Python packages) -> instance (the
+repository at its base commit, installed). Tags come from the spec's content keys: cached."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..sandbox.images import build_base_image
+from ..sandbox.workspace import RepoSnapshot, snapshot
+from ..task import Task
+from .layers import Layer, build_layer
+from .specs import ResolvedSpec, requirements_text
+
+ENV_PREFIX = "/opt/env"
+REQUIREMENTS_FILE = "/tmp/codeagent-requirements.txt"
+ENV_IMAGE = "codeagent/env"
+INSTANCE_IMAGE = "codeagent/instance"
+
+
+@dataclass
+class TaskImages:
+    base: str
+    env: str
+    instance: str
+    built: list[str]  # the layers this call had to build
+    seconds: float
+
+
+def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None) -> TaskImages:
+    """Build what is missing of the task's three layers; return their tags."""
+    import time
+
+    started = time.monotonic()
+    built = []
+    base = build_base_image(suite=spec.suite, log=lambda line: None)
+    source = snapshot(task.repo, task.base_commit)
+    env_layer = _env_layer(spec, base, source)
+    if build_layer(env_layer, log_dir / "env_build.log" if log_dir else None).built:
+        built.append(env_layer.tag)
+    instance_layer = _instance_layer(spec, env_layer, source)
+    if build_layer(instance_layer, log_dir / "instance_build.log" if log_dir else None).built:
+        built.append(instance_layer.tag)
+    return TaskImages(base, env_layer.tag, instance_layer.tag, built, time.monotonic() - started)
+
+
+def image_env(spec: ResolvedSpec) -> dict[str, str]:
+    return {**spec.env, "VIRTUAL_ENV": ENV_PREFIX,
+            "PATH": f"{ENV_PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def _env_layer(spec: ResolvedSpec, base: str, source: RepoSnapshot) -> Layer:
+    packages = sorted(set(spec.system_packages) | set(spec.python_debian_packages))
+    steps = []
+    if packages:
+        steps.append("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
+                     f"apt-get install -y -qq --no-install-recommends {' '.join(map(shlex.quote, packages))}; "
+                     "rm -rf /var/lib/apt/lists/*")
+    steps.append(f"python3 -m venv {ENV_PREFIX}")  # the suite's python3, with its own pip (not upgraded)
+    files = {}
+    requirements = requirements_text(spec, _reader(source, spec.requirements_commit)) if spec.requirements else None
+    if requirements:
+        files[REQUIREMENTS_FILE] = requirements[1].encode()
+        steps.append(f"pip install -r {REQUIREMENTS_FILE}")
+    if spec.pip_packages:
+        steps.append(f"pip install {' '.join(map(shlex.quote, spec.pip_packages))}")
+    return Layer(tag=f"{ENV_IMAGE}:{spec.env_key()[:20]}", parent=base, script="\n".join(steps),
+                 env=image_env(spec), files=files)
+
+
+def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) -> Layer:
+    steps = ["cd /testbed", *spec.pre_install, *spec.install,
+             # whatever the install made (egg-info, compiled extensions) never shows in a diff
+             "git ls-files --others --exclude-standard >> .git/info/exclude"]
+    return Layer(tag=f"{INSTANCE_IMAGE}:{spec.instance_key()[:20]}", parent=env_layer.tag,
+                 script="\n".join(steps), env=env_layer.env, tree=source)
+
+
+def _reader(source: RepoSnapshot, commit: str | None):
+    """read(path) -> the file's text at `commit` (default: the task's base), or None."""
+    def read(path: str) -> str | None:
+        proc = subprocess.run(["git", "--git-dir", str(source.git_dir), "show", f"{commit or source.commit}:{path}"],
+                              capture_output=True)
+        return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
+
+    return read

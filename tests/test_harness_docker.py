@@ -1,0 +1,175 @@
+"""The harness for real, in Docker, on a synthetic SWE-bench-format task made here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from codeagent.evals.batch import grade_batch, grade_task, summarize
+from codeagent.evals.executors import LocalExecutor
+from codeagent.task import Task
+
+from .conftest import git
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+SOURCE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+OLD_TESTS = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+NEW_TESTS = OLD_TESTS + "\n\ndef test_add():\n    from calc import add\n    assert add(2, 3) == 5\n"
+GOLD = """diff --git a/calc.py b/calc.py
+--- a/calc.py
++++ b/calc.py
+@@ -1,5 +1,5 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+ 
+ 
+ def mul(a, b):
+"""
+TEST_PATCH = """diff --git a/tests/test_calc.py b/tests/test_calc.py
+--- a/tests/test_calc.py
++++ b/tests/test_calc.py
+@@ -3,3 +3,8 @@ from calc import mul
+ 
+ def test_mul():
+     assert mul(2, 3) == 6
++
++
++def test_add():
++    from calc import add
++    assert add(2, 3) == 5
+"""
+BREAKS_MUL = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
+ def mul(a, b):
+-    return a * b
++    return a * b + 1
+"""
+# Prints a PASSED line for the failing test at import time; the bug stays.
+FAKES_PASS = """diff --git a/calc.py b/calc.py
+--- a/calc.py
++++ b/calc.py
+@@ -1,3 +1,6 @@
++print("PASSED tests/test_calc.py::test_add")
++
++
+ def add(a, b):
+     return a - b
+ 
+"""
+# Prints fake PASSED lines and then aborts collection (pytest exits 2: nothing ran).
+FAKES_AND_ABORTS = """diff --git a/tests/conftest.py b/tests/conftest.py
+new file mode 100644
+--- /dev/null
++++ b/tests/conftest.py
+@@ -0,0 +1,3 @@
++print("PASSED tests/test_calc.py::test_add")
++print("PASSED tests/test_calc.py::test_mul")
++raise SystemExit("abort")
+"""
+HANGS = GOLD.replace("+    return a + b", "+    import time; time.sleep(600); return a + b")
+NOT_APPLYING = GOLD.replace("-    return a - b", "-    return a ** b")
+
+CONFIG = {"python": "3.11", "system_packages": [], "pip_packages": ["pytest"], "install": [],
+          "test_cmd": "python -m pytest -rA", "log_parser": "pytest", "directives": "paths", "test_timeout": 20}
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory, base_image):
+    repo = tmp_path_factory.mktemp("synthetic") / "calc"
+    repo.mkdir()
+    (repo / "calc.py").write_text(SOURCE)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_calc.py").write_text(OLD_TESTS)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc")
+    return Task(repo=str(repo), base_commit=git(repo, "rev-parse", "HEAD").strip(), instance_id="synthetic__calc-1",
+                problem_statement="add() subtracts", test_patch=TEST_PATCH, gold_patch=GOLD,
+                FAIL_TO_PASS=["tests/test_calc.py::test_add"], PASS_TO_PASS=["tests/test_calc.py::test_mul"],
+                extra={"install_config": CONFIG})
+
+
+CASES = {
+    "gold": (GOLD, "resolved"),
+    "empty": ("", "unresolved"),
+    "breaks_pass_to_pass": (BREAKS_MUL, "unresolved"),
+    "fakes_passed_lines": (FAKES_PASS, "unresolved"),
+    "fakes_and_aborts": (FAKES_AND_ABORTS, "unresolved"),
+    "does_not_apply": (NOT_APPLYING, "patch_apply_failed"),
+    "hangs": (HANGS, "timeout"),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_grading_outcomes(task, tmp_path, name):
+    patch, outcome = CASES[name]
+    report = grade_task(task, patch, tmp_path)
+    assert report["outcome"] == outcome, report.get("reason")
+    assert report["resolved"] is (outcome == "resolved")
+    if name == "gold":
+        assert report["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_calc.py::test_add"]
+        assert "PASSED tests/test_calc.py::test_add" in (tmp_path / "test_output.txt").read_text()
+    if name == "breaks_pass_to_pass":
+        assert report["tests_status"]["PASS_TO_PASS"]["failure"] == ["tests/test_calc.py::test_mul"]
+    if name == "does_not_apply":
+        assert "git apply" in report["reason"] and "patch --batch" in report["reason"]
+
+
+def test_second_run_builds_nothing(task, tmp_path):
+    grade_task(task, GOLD, tmp_path / "first")
+    report = grade_task(task, GOLD, tmp_path / "second")
+    assert report["layers_built"] == [] and report["resolved"]
+
+
+def test_batch_writes_reports_predictions_and_resumes(task, tmp_path):
+    output = tmp_path / "batch"
+    tasks = [task, task.model_copy(update={"instance_id": "synthetic__calc-2"})]
+    patches = {"synthetic__calc-1": GOLD, "synthetic__calc-2": ""}
+    reports = grade_batch(tasks, patches, output, model_name="m", executor=LocalExecutor(2, threads=True))
+    assert {r["instance_id"]: r["resolved"] for r in reports} == {"synthetic__calc-1": True, "synthetic__calc-2": False}
+    predictions = [json.loads(line) for line in (output / "predictions.jsonl").read_text().splitlines()]
+    assert {p["instance_id"] for p in predictions} == set(patches)
+    assert predictions[0]["model_name_or_path"] == "m"
+    stamp = (output / "instances" / "synthetic__calc-1" / "report.json").stat().st_mtime_ns
+    again = grade_batch(tasks, patches, output, model_name="m", executor=LocalExecutor(1, threads=True))
+    assert len(again) == 2  # nothing graded twice
+    assert (output / "instances" / "synthetic__calc-1" / "report.json").stat().st_mtime_ns == stamp
+    assert summarize(again)["resolved"] == 1
+
+
+def test_cli_resumes_after_kill_minus_nine(task, tmp_path):
+    dataset = tmp_path / "tasks.jsonl"
+    rows = []
+    for index in range(3):
+        rows.append({"repo": "synthetic/calc", "instance_id": f"synthetic__calc-{index}", "base_commit": task.base_commit,
+                     "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add() subtracts",
+                     "FAIL_TO_PASS": json.dumps(task.FAIL_TO_PASS), "PASS_TO_PASS": json.dumps(task.PASS_TO_PASS),
+                     "version": "1.0", "install_config": CONFIG})
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    repos = tmp_path / "repos" / "synthetic"
+    repos.mkdir(parents=True)
+    os.symlink(task.repo, repos / "calc")
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(dataset), "--gold",
+               "--repos", str(tmp_path / "repos"), "--output", str(output), "--workers", "1"]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list(output.glob("instances/*/report.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)  # the CLI and its worker, mid-batch
+    first.wait()
+    done_before = {p.parent.name for p in output.glob("instances/*/report.json")}
+    assert 1 <= len(done_before) < 3
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    reports = {p.parent.name: json.loads(p.read_text()) for p in output.glob("instances/*/report.json")}
+    assert set(reports) == {f"synthetic__calc-{i}" for i in range(3)} and all(r["resolved"] for r in reports.values())
+    assert len((output / "predictions.jsonl").read_text().splitlines()) == 3
+    subprocess.run([sys.executable, "-m", "codeagent.cli", "sandbox", "prune"], check=True, capture_output=True)
