@@ -173,3 +173,33 @@ def test_cli_resumes_after_kill_minus_nine(task, tmp_path):
     assert set(reports) == {f"synthetic__calc-{i}" for i in range(3)} and all(r["resolved"] for r in reports.values())
     assert len((output / "predictions.jsonl").read_text().splitlines()) == 3
     subprocess.run([sys.executable, "-m", "codeagent.cli", "sandbox", "prune"], check=True, capture_output=True)
+
+
+def test_eval_run_solves_grades_and_rewards_the_trajectory(task, tmp_path):
+    """The agent runs in a sandbox of the instance image; its patch is graded; the reward goes
+    back onto its trajectory."""
+    from codeagent.agent.loop import Agent
+    from codeagent.config import Config
+    from codeagent.evals.batch import run_batch
+    from codeagent.models import ScriptedModel
+    from codeagent.sandbox import open_sandbox
+    from codeagent.trajectory.store import TrajectoryStore
+
+    fix = {"role": "assistant", "content": "Fix add.", "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "editor", "arguments": json.dumps({"command": "str_replace", "path": "calc.py",
+                                                   "old_str": "return a - b", "new_str": "return a + b"})}}]}
+    done = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": "{}"}}]}
+    recorded = TrajectoryStore(tmp_path / "recorded")
+    with open_sandbox(task.repo, task.base_commit) as box:
+        recording = Agent(ScriptedModel([fix, done]), Config(agent={"localize": False}), store=recorded).run(task, box)
+    store_dir = tmp_path / "store"
+    config = Config(model={"name": f"replay:{recording.trajectory_path}"}, trajectories_dir=str(store_dir),
+                    agent={"localize": False})
+    reports = run_batch([task], config.model_dump(mode="json"), tmp_path / "run", executor=LocalExecutor(1, threads=True))
+    assert reports[0]["resolved"] and reports[0]["exit_status"] == "submitted"
+    prediction = json.loads((tmp_path / "run" / "predictions.jsonl").read_text())
+    assert "+    return a + b" in prediction["model_patch"] and prediction["trajectory_id"]
+    trajectory = TrajectoryStore(store_dir).load(prediction["trajectory_id"])
+    assert trajectory.verification["resolved"] is True and trajectory.rewards == {"resolved": 1.0}
+    assert "test_patch" not in trajectory.task  # the agent never saw the hidden tests
