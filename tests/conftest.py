@@ -58,10 +58,28 @@ def sandbox_containers() -> set[str]:
     return {c.id for c in docker_client().containers.list(all=True, filters={"label": LABEL})}
 
 
+def leaked_containers(before: set[str]) -> set[str]:
+    """New sandbox containers owned by this process or by a process that has died (a CLI the test
+    ran). Containers of other live processes, such as a benchmark running beside, are not ours."""
+    import socket
+
+    from codeagent.sandbox.docker import LABEL
+    from codeagent.sandbox.engine import docker_client
+    from codeagent.sandbox.prune import owner_alive
+
+    me = f"{socket.gethostname()}:{os.getpid()}"
+    leaked = set()
+    for container in docker_client().containers.list(all=True, filters={"label": LABEL}):
+        owner = container.labels.get("codeagent.owner", "")
+        if container.id not in before and owner and (owner == me or not owner_alive(owner)):
+            leaked.add(container.id)
+    return leaked
+
+
 @pytest.fixture
 def no_leaks(base_image):
     """Fails the test if it leaves a sandbox container behind."""
     before = sandbox_containers()
     yield
-    leaked = sandbox_containers() - before
+    leaked = leaked_containers(before)
     assert not leaked, f"{len(leaked)} sandbox container(s) leaked"

@@ -169,3 +169,61 @@ def test_config_layers_and_unknown_keys(tmp_path, monkeypatch):
     (repo / ".codeagent.yaml").write_text("model: {nmae: typo}\n")
     with pytest.raises(ConfigError, match=r"\.codeagent\.yaml: model\.nmae: Extra inputs are not permitted"):
         load_config(repo)
+
+
+def test_approver_denials_go_back_to_the_model(make_repo, store):
+    from codeagent.agent.loop import Approval
+
+    repo = make_repo({"a.txt": "a\n"})
+    asked = []
+
+    def approver(tool_call):
+        asked.append(tool_call.name)
+        if tool_call.name == "bash":
+            return Approval(False, "do not delete files")
+        return Approval(True)
+
+    model = ScriptedModel([call("bash", command="rm a.txt"), call("submit")])
+    agent = Agent(model, Config(agent={"localize": False}), store=store, approver=approver)
+    with open_sandbox(repo) as sandbox:
+        result = agent.run(Task(repo=str(repo), problem_statement="x"), sandbox)
+        assert sandbox.read_file("a.txt") == b"a\n"
+    assert asked == ["bash", "submit"] and result.exit_status == "submitted"
+    denial = model.calls[1][-1]["content"]
+    assert "did not allow" in denial and "do not delete files" in denial
+
+
+def test_interrupt_from_another_thread_stops_the_command_and_the_run(make_repo, store):
+    import threading
+
+    repo = make_repo({"a.txt": "a\n"})
+    agent = Agent(ScriptedModel([call("bash", command="sleep 60"), call("submit")]),
+                  Config(agent={"localize": False}), store=store)
+    with open_sandbox(repo) as sandbox:
+        threading.Timer(1.0, agent.interrupt).start()
+        result = agent.run(Task(repo=str(repo), problem_statement="x"), sandbox)
+        assert sandbox.run("echo alive").output == "alive\n"
+    assert result.exit_status == "interrupted" and result.seconds < 20
+    assert store.load(result.trajectory_id).exit_status == "interrupted"
+
+
+def test_resume_continues_the_same_trajectory_with_a_follow_up(make_repo, store):
+    repo = make_repo({"a.txt": "a\n"})
+    task = Task(repo=str(repo), problem_statement="change a.txt")
+    first = Agent(ScriptedModel([call("bash", command="echo b > a.txt")]),
+                  Config(limits={"max_steps": 1}, agent={"localize": False}), store=store)
+    with open_sandbox(repo) as sandbox:
+        done = first.run(task, sandbox)
+    assert done.exit_status == "max_steps"
+    saved = store.load(done.trajectory_id)
+    model = ScriptedModel([call("bash", command="cat a.txt"), call("submit")])
+    second = Agent(model, Config(agent={"localize": False}), store=store)
+    with open_sandbox(repo) as sandbox:  # a new sandbox, with the session's patch applied
+        sandbox.write_file("/tmp/session.patch", saved.patch)
+        assert sandbox.run("git apply /tmp/session.patch").exit_code == 0
+        result = second.run(task, sandbox, resume=saved, follow_up="Now also check the file.")
+    assert result.trajectory_id == done.trajectory_id and result.exit_status == "submitted"
+    assert model.calls[0][-1] == {"role": "user", "content": "Now also check the file."}
+    assert model.calls[1][-1]["content"].strip() == "b"
+    final = store.load(done.trajectory_id)
+    assert len(final.steps) == 3 and final.exit_status == "submitted" and "+b" in final.patch

@@ -6,17 +6,21 @@ most the step in flight. Control flow uses one small exception, `Stop`.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Callable
 
 from ..config import Config
 from ..events import EventBus, Finished, ModelOutput, Observed, PatchChanged, RunStarted, StepStarted, ToolCalled
-from ..models import ContextWindowExceeded, Model, ModelError, Sampling
+from ..models import ContextWindowExceeded, Model, ModelError, Sampling, ToolCall
 from ..sandbox import Sandbox, SandboxError
 from ..task import Task
 from ..tools.base import ToolContext, ToolSettings
 from ..tools.registry import ToolRegistry
+from ..trajectory.schema import Trajectory
 from ..trajectory.store import TrajectoryStore
 from .history import estimate_tokens, fit_messages
 from .prompts import render
@@ -33,6 +37,16 @@ class Stop(Exception):
 
 
 @dataclass
+class Approval:
+    allowed: bool
+    reason: str = ""  # for a denial: goes back to the model
+
+
+# Asked before each tool call runs (the TUI's approval modes); None means every call is allowed.
+Approver = Callable[[ToolCall], Approval]
+
+
+@dataclass
 class RunResult:
     exit_status: str
     message: str
@@ -46,35 +60,62 @@ class RunResult:
 
 class Agent:
     def __init__(self, model: Model, config: Config, *, tools: ToolRegistry | None = None,
-                 events: EventBus | None = None, store: TrajectoryStore | None = None):
+                 events: EventBus | None = None, store: TrajectoryStore | None = None,
+                 approver: Approver | None = None):
         self.model = model
         self.config = config
         self.tools = tools or ToolRegistry(config.agent.tools or None)
         self.events = events or EventBus()
         self.store = store or TrajectoryStore(config.trajectory_root())
+        self.approver = approver
+        self.inbox: "queue.Queue[str]" = queue.Queue()  # follow-up instructions, read before each step
+        self.context: ToolContext | None = None  # the running run's tools (edit history: /undo)
+        self._interrupted = threading.Event()
+        self._sandbox: Sandbox | None = None
+
+    def interrupt(self) -> None:
+        """Stop the running step (from another thread): the command in flight is killed and the
+        run ends as `interrupted`, its trajectory saved; `run(resume=...)` can continue it."""
+        self._interrupted.set()
+        if self._sandbox is not None and hasattr(self._sandbox, "interrupt"):
+            self._sandbox.interrupt()
 
     def run(self, task: Task, sandbox: Sandbox, *, localization: str = "", group_id: str | None = None,
-            candidate_index: int | None = None, replay: bool = False) -> RunResult:
+            candidate_index: int | None = None, replay: bool = False, resume: Trajectory | None = None,
+            follow_up: str | None = None) -> RunResult:
+        """Run until submit or a limit. With `resume`, continue that trajectory's conversation (the
+        caller gives a sandbox in which its patch is applied) with `follow_up` as the next user turn."""
         config = self.config
         started = time.monotonic()
-        messages = self._initial_messages(task, sandbox, localization)
+        self._interrupted.clear()
+        self._sandbox = sandbox
         sampling = Sampling(temperature=config.model.temperature, top_p=config.model.top_p,
                             max_tokens=config.model.max_tokens, seed=config.model.seed)
-        writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.model_dump(mode="json"),
-                                   model=self.model.name, sampling=sampling.model_dump(exclude_none=True),
-                                   tools=self.tools.specs(), messages=messages, group_id=group_id,
-                                   candidate_index=candidate_index)
+        if resume is None:
+            messages = self._initial_messages(task, sandbox, localization)
+            writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.model_dump(mode="json"),
+                                       model=self.model.name, sampling=sampling.model_dump(exclude_none=True),
+                                       tools=self.tools.specs(), messages=messages, group_id=group_id,
+                                       candidate_index=candidate_index)
+        else:
+            messages = list(resume.messages)
+            writer = self.store.open(resume.id)
+        if follow_up:
+            self.inbox.put(follow_up)
         run_id = writer.id
         emit = lambda event: self.events.emit(_stamped(event, run_id))  # noqa: E731
         emit(RunStarted(task_id=task.instance_id, model=self.model.name, sandbox=sandbox.kind, replay=replay))
         context = ToolContext(sandbox=sandbox, issue=task.problem_statement, settings=ToolSettings(
             command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude()))
-        state = _RunState()
+        self.context = context
+        state = _RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
+                          patch=(resume.patch or "") if resume else "")
         status, message = "interrupted", ""
         try:
             while True:
                 self._check_limits(state, started)
+                self._read_inbox(messages, writer)
                 self._step(state, messages, sampling, context, writer, emit)
         except Stop as stop:
             status, message = stop.status, stop.message
@@ -85,6 +126,7 @@ class Agent:
         except SandboxError as exc:
             status, message = "sandbox_error", f"{type(exc).__name__}: {exc}"
         finally:
+            self._sandbox = None
             context.close()
             patch = self._final_patch(sandbox, context, state)
             seconds = time.monotonic() - started
@@ -104,7 +146,17 @@ class Agent:
                           hints_text=task.hints_text, localization=localization, **values)
         return [{"role": "system", "content": system}, {"role": "user", "content": instance}]
 
+    def _read_inbox(self, messages: list[dict], writer) -> None:
+        arrived = []
+        while not self.inbox.empty():
+            arrived.append({"role": "user", "content": self.inbox.get_nowait()})
+        if arrived:
+            messages.extend(arrived)
+            writer.append_messages(arrived)
+
     def _check_limits(self, state: "_RunState", started: float) -> None:
+        if self._interrupted.is_set():
+            raise Stop("interrupted", "interrupted by the user")
         limits = self.config.limits
         if state.steps >= limits.max_steps:
             raise Stop("max_steps", f"reached the limit of {limits.max_steps} steps")
@@ -142,7 +194,7 @@ class Agent:
                     new_messages.append(_tool_message(call, "Not run: the solution was already submitted."))
                     continue
                 emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
-                result = self.tools.call(call.name, call.arguments, context)
+                result = self._call_tool(call, context)
                 tool_seconds += result.seconds
                 submitted = result.submitted
                 state.edited |= call.name not in READ_ONLY_TOOLS
@@ -168,6 +220,20 @@ class Agent:
             raise Stop("format_errors", f"{state.format_errors} unusable replies in a row; the last: {error}")
         if submitted:
             raise Stop("submitted", "the agent submitted its patch")
+        if self._interrupted.is_set():
+            raise Stop("interrupted", "interrupted by the user")
+
+    def _call_tool(self, call: ToolCall, context: ToolContext):
+        from ..tools.base import ToolResult
+
+        if self._interrupted.is_set():
+            return ToolResult("Not run: the user interrupted the run.", error=True)
+        if self.approver is not None:
+            approval = self.approver(call)
+            if not approval.allowed:
+                reason = f" Their reason: {approval.reason}" if approval.reason else ""
+                return ToolResult(f"The user did not allow this call.{reason}", error=True)
+        return self.tools.call(call.name, call.arguments, context)
 
     def _complete(self, messages: list[dict], sampling: Sampling):
         count = getattr(self.model, "count_tokens", estimate_tokens)

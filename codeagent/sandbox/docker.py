@@ -55,7 +55,7 @@ def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
             tarball = Path(tmp) / "tree.tar"
             snapshot.write_tar(tarball)
             container = client.containers.create(base_tag, ["sleep", "infinity"], network_mode="none",
-                                                 labels={LABEL: "build"}, init=True)
+                                                 labels={LABEL: "build", "codeagent.owner": owner_label()}, init=True)
             try:
                 container.start()
                 _exec_checked(container, ["mkdir", "-p", workdir])
@@ -142,7 +142,7 @@ class DockerSandbox:
             mem_limit=self.limits.memory, memswap_limit=self.limits.memory, pids_limit=self.limits.pids,
             nano_cpus=int(self.limits.cpus * 1e9), security_opt=["no-new-privileges"], hostname="sandbox",
             working_dir=self.workdir, environment=self._environment, volumes=volumes,
-            labels={LABEL: "1", "codeagent.owner": _owner()},
+            labels={LABEL: "1", "codeagent.owner": owner_label()},
         )
         try:  # create + start rather than run: run would try to pull a missing image
             container = self._client.containers.create(self.image, ["sleep", "infinity"], **options)
@@ -218,6 +218,11 @@ class DockerSandbox:
         if result.exit_code != 0:
             raise OSError(f"could not write {path} in the sandbox: {result.output.strip()[-500:]}")
 
+    def interrupt(self) -> None:
+        """Kill the command running in the shell (from another thread), as Ctrl-C would."""
+        if self.shell.pid:
+            self._kill_children(self.shell.pid)
+
     def list_dir(self, path: str = ".") -> list[FileEntry]:
         result = self.shell.run(list_dir_command(self._abs(path)), timeout=60)
         return parse_list_dir(path, result)
@@ -292,7 +297,7 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-def _owner() -> str:
+def owner_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 

@@ -136,6 +136,11 @@ class LocalSandbox:
         if mode is not None:
             target.chmod(mode)
 
+    def interrupt(self) -> None:
+        """Kill the command running in the shell (from another thread), as Ctrl-C would."""
+        if self.shell.pid:
+            _kill_children(self.shell.pid)
+
     def list_dir(self, path: str = ".") -> list[FileEntry]:
         return parse_list_dir(path, self.shell.run(list_dir_command(str(self._abs(path))), timeout=60))
 
