@@ -52,8 +52,10 @@ for _name, _what in NOT_BUILT.items():
 @click.option("--apply", "apply_patch", is_flag=True, help="Apply the patch to the working tree if safe.")
 @click.option("--config", "config_file", type=str, help="A config file (YAML), over the user and project ones.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting, e.g. limits.max_steps=20.")
+@click.option("--resume", "session", metavar="ID|last", help="Continue a session (a trajectory id, or `last`); "
+              "--issue then gives the follow-up instruction.")
 def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, sandbox_kind, headless, as_json,
-          apply_patch, config_file, settings) -> None:
+          apply_patch, config_file, settings, session) -> None:
     """Resolve an issue in a repository; the result is a patch (and a trajectory)."""
     from pathlib import Path
 
@@ -64,12 +66,19 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
     from .events import EventBus
     from .models import ModelConfigError
     from .task import Task
+    from .trajectory.store import TrajectoryError
 
     sources = [bool(issue_text), bool(issue_file), bool(example)]
-    if sum(sources) != 1:
+    if sum(sources) != 1 and not (session and sum(sources) <= 1 and not example):
         raise click.UsageError("give exactly one of --issue, --issue-file or --example")
-    with _user_errors(ConfigError, ModelConfigError):
-        if example:
+    resumed = None
+    with _user_errors(ConfigError, ModelConfigError, TrajectoryError):
+        if session:
+            from .agent.solve import load_session
+
+            resumed = load_session(load_config(None, config_file), session)
+            task = Task.model_validate(resumed.task)
+        elif example:
             from .examples import example_as_task
 
             task = example_as_task(example)
@@ -78,6 +87,7 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
             if not text.strip():
                 raise click.UsageError("the issue text is empty")
             task = Task(repo=repo, problem_statement=text, base_commit=commit)
+        follow_up = (issue_text or (Path(issue_file).read_text() if issue_file else None)) if resumed else None
         overrides = parse_overrides(list(settings))
         for key, value in (("name", model_name), ("api_base", api_base)):
             if value:
@@ -86,13 +96,15 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
             overrides.setdefault("sandbox", {})["kind"] = sandbox_kind
         local_repo = task.repo if Path(task.repo).is_dir() else None
         config = load_config(local_repo, config_file, overrides)
+        if resumed is not None and not config.model.name and not resumed.model.startswith("replay:"):
+            config.model.name = resumed.model  # a session continues with its own model by default
         model, replay = resolve_model(config, example)
         if not headless and not as_json and sys.stdin.isatty() and sys.stdout.isatty():
             click.echo("(the interactive TUI is not built yet: running headless)", err=True)
         if config.sandbox.kind == "local":
             click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
         events = EventBus(JsonPrinter() if as_json else ProgressPrinter())
-        outcome = run_solve(task, config, model, events, replay=replay)
+        outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up)
     result = outcome.result
     if not as_json:
         click.echo(result.patch, nl=False)

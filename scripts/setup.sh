@@ -42,11 +42,23 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   "$PYTHON" -m venv .venv || { apt_install python3-venv && "$PYTHON" -m venv .venv; }
 fi
-EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data}
+EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train}
 stamp=$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS
 if [ "$(cat .venv/.codeagent-installed 2>/dev/null)" != "$stamp" ]; then
   log "installing codeagent[$EXTRAS] into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
+  case ",$EXTRAS," in *,train,*)
+    # CPU PyTorch first: a bare `pip install torch` pulls gigabytes of CUDA packages.
+    if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+      wheel=$(ls /opt/wheels/torch-*+cpu-cp3*.whl 2>/dev/null | head -n 1 || true)
+      if [ -n "$wheel" ]; then
+        .venv/bin/python -m pip install -q "$wheel"
+      else
+        .venv/bin/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
+          || .venv/bin/python -m pip install -q torch
+      fi
+    fi;;
+  esac
   .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
   echo "$stamp" > .venv/.codeagent-installed
 fi

@@ -84,3 +84,15 @@ def test_apply_refuses_to_overwrite_local_changes(checkout, env):
     patch_file = proc.stderr.split("the patch is in ")[-1].strip()
     assert "del self._lines[sku]" in open(patch_file).read()
     assert git(clone, "status", "--porcelain") == " M shop/cart.py\n"
+
+
+def test_resume_continues_the_last_session(env):
+    first = solve("--example", "cart", "--headless", "--set", "limits.max_steps=3", env=env)
+    assert first.returncode == 1 and "exit status: max_steps" in first.stderr
+    session = first.stderr.split("trajectory: ")[1].split()[0]
+    resumed = solve("--resume", "last", "--issue", "Please finish the fix.", "--headless",
+                    "--model", f"replay:{example_replay('cart')}", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"trajectory: {session}" in resumed.stderr and "del self._lines[sku]" in resumed.stdout
+    missing = solve("--resume", "nope", "--headless", env=env)
+    assert missing.returncode == 3 and "error:" in missing.stderr

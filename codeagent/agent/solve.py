@@ -10,6 +10,9 @@ from ..events import EventBus
 from ..models import Model, ModelConfigError, make_model
 from ..sandbox import Limits, open_sandbox, snapshot
 from ..task import Task
+from ..sandbox import Sandbox, SandboxError
+from ..trajectory.schema import Trajectory
+from ..trajectory.store import TrajectoryStore
 from .loop import Agent, RunResult
 
 
@@ -53,14 +56,40 @@ def localization_hint(task: Task, config: Config, k: int = 5) -> str:
     return "\n".join(lines)
 
 
-def solve(task: Task, config: Config, model: Model, events: EventBus, *, replay: bool = False) -> SolveOutcome:
+def solve(task: Task, config: Config, model: Model, events: EventBus, *, replay: bool = False,
+          resume: Trajectory | None = None, follow_up: str | None = None) -> SolveOutcome:
+    """Run the agent on the task in a new sandbox; with `resume`, continue that session: its patch is
+    applied in the new sandbox first and `follow_up` is the next user turn."""
     limits = Limits(network=config.sandbox.network, memory=config.sandbox.memory, pids=config.sandbox.pids,
                     cpus=config.sandbox.cpus)
     options = {"limits": limits, "image": config.sandbox.image} if config.sandbox.kind == "docker" else {}
-    hint = localization_hint(task, config)
+    hint = "" if resume else localization_hint(task, config)
     agent = Agent(model, config, events=events)
     with open_sandbox(task.repo, task.base_commit, kind=config.sandbox.kind, **options) as sandbox:
-        result = agent.run(task, sandbox, localization=hint, replay=replay)
+        if resume is not None:
+            restore_patch(sandbox, resume.patch or "")
+        result = agent.run(task, sandbox, localization=hint, replay=replay, resume=resume, follow_up=follow_up)
     patch_file = Path(result.trajectory_path).with_suffix(".patch")
     patch_file.write_text(result.patch)
     return SolveOutcome(result, patch_file)
+
+
+def restore_patch(sandbox: Sandbox, patch: str) -> None:
+    """Put a session's changes back into a fresh sandbox."""
+    if not patch.strip():
+        return
+    sandbox.write_file("/tmp/codeagent-session.patch", patch)
+    result = sandbox.run("git apply --binary /tmp/codeagent-session.patch", timeout=120)
+    if result.exit_code != 0:
+        raise SandboxError(f"the session's patch no longer applies to the repository: {result.output.strip()[-500:]}")
+
+
+def load_session(config: Config, session: str) -> Trajectory:
+    """A stored trajectory by id (or unique prefix), or the newest with "last"."""
+    store = TrajectoryStore(config.trajectory_root())
+    if session == "last":
+        ids = store.ids()
+        if not ids:
+            raise FileNotFoundError(f"no sessions to resume in {store.root}")
+        return store.load(sorted(ids)[-1])
+    return store.load(session)
