@@ -54,8 +54,9 @@ for _name, _what in NOT_BUILT.items():
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting, e.g. limits.max_steps=20.")
 @click.option("--resume", "session", metavar="ID|last", help="Continue a session (a trajectory id, or `last`); "
               "--issue then gives the follow-up instruction.")
+@click.option("--candidates", type=int, help="Sample N solutions in parallel and pick one with verifiers.")
 def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, sandbox_kind, headless, as_json,
-          apply_patch, config_file, settings, session) -> None:
+          apply_patch, config_file, settings, session, candidates) -> None:
     """Resolve an issue in a repository; the result is a patch (and a trajectory)."""
     from pathlib import Path
 
@@ -94,6 +95,8 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
                 overrides.setdefault("model", {})[key] = value
         if sandbox_kind:
             overrides.setdefault("sandbox", {})["kind"] = sandbox_kind
+        if candidates:
+            overrides.setdefault("scaling", {})["candidates"] = candidates
         local_repo = task.repo if Path(task.repo).is_dir() else None
         config = load_config(local_repo, config_file, overrides)
         if resumed is not None and not config.model.name and not resumed.model.startswith("replay:"):
@@ -103,8 +106,14 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
             click.echo("(the interactive TUI is not built yet: running headless)", err=True)
         if config.sandbox.kind == "local":
             click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
-        events = EventBus(JsonPrinter() if as_json else ProgressPrinter())
-        outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up)
+        several = config.scaling.candidates > 1 and resumed is None
+        events = EventBus(JsonPrinter() if as_json else ProgressPrinter(compact=several))
+        if several:
+            from .agent.solve import solve_with_candidates
+
+            outcome = solve_with_candidates(task, config, model, events, replay=replay)
+        else:
+            outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up)
     result = outcome.result
     if not as_json:
         click.echo(result.patch, nl=False)

@@ -63,11 +63,26 @@ class AgentSettings(_Section):
     localize: bool = True  # add ranked candidate files to the first prompt
 
 
+class ScalingSettings(_Section):
+    candidates: int = 1
+    max_parallel: int = 4  # candidates running at once
+    temperatures: list[float] = [0.0, 0.6, 0.8, 1.0]  # cycled over candidates
+    seeds: list[int] = []  # cycled; empty: no seed
+    models: list[str] = []  # cycled; empty: the configured model
+    verifiers: list[Literal["regression", "reproduction", "judge"]] = ["regression", "reproduction", "judge"]
+    policy: Literal["hybrid", "vote", "judge", "tests", "random"] = "hybrid"
+    top_k: int = 3  # hybrid: how many the judge keeps before the tests decide
+    judge_model: str | None = None  # default: the configured model
+    attempts: int = 1  # serial scaling: >1 lets a candidate that fails verification try again
+    test_command: str | None = None  # regression tests for `solve` (default: the task's own)
+
+
 class Config(_Section):
     model: ModelSettings = ModelSettings()
     limits: LimitSettings = LimitSettings()
     sandbox: SandboxSettings = SandboxSettings()
     agent: AgentSettings = AgentSettings()
+    scaling: ScalingSettings = ScalingSettings()
     trajectories_dir: str | None = None  # None: $CODEAGENT_TRAJECTORY_DIR or ~/.codeagent/trajectories
 
     def trajectory_root(self) -> Path | None:

@@ -90,6 +90,28 @@ class Finished(Event):
     trajectory_path: str = ""
 
 
+@dataclass
+class CandidateScored(Event):
+    """A candidate of test-time scaling finished and was verified (run_id: its trajectory)."""
+
+    kind: str = field(init=False, default="candidate_scored")
+    index: int = 0
+    exit_status: str = ""
+    patch: str = ""
+    scores: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+
+
+@dataclass
+class SelectionMade(Event):
+    kind: str = field(init=False, default="selection_made")
+    policy: str = ""
+    chosen: int | None = None
+    ranking: list = field(default_factory=list)
+    votes: dict = field(default_factory=dict)
+    why: str = ""
+
+
 Subscriber = Callable[[Event], None]
 
 

@@ -82,9 +82,10 @@ class Agent:
 
     def run(self, task: Task, sandbox: Sandbox, *, localization: str = "", group_id: str | None = None,
             candidate_index: int | None = None, replay: bool = False, resume: Trajectory | None = None,
-            follow_up: str | None = None) -> RunResult:
+            follow_up: str | None = None, instance_prompt: str | None = None) -> RunResult:
         """Run until submit or a limit. With `resume`, continue that trajectory's conversation (the
-        caller gives a sandbox in which its patch is applied) with `follow_up` as the next user turn."""
+        caller gives a sandbox in which its patch is applied) with `follow_up` as the next user turn.
+        `instance_prompt` replaces the rendered first user message (other jobs than a fix: tests...)."""
         config = self.config
         started = time.monotonic()
         self._interrupted.clear()
@@ -93,6 +94,8 @@ class Agent:
                             max_tokens=config.model.max_tokens, seed=config.model.seed)
         if resume is None:
             messages = self._initial_messages(task, sandbox, localization)
+            if instance_prompt is not None:
+                messages[-1] = {"role": "user", "content": instance_prompt}
             writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.model_dump(mode="json"),
                                        model=self.model.name, sampling=sampling.model_dump(exclude_none=True),
                                        tools=self.tools.specs(), messages=messages, group_id=group_id,

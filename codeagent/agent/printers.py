@@ -6,7 +6,8 @@ import json
 import sys
 from typing import TextIO
 
-from ..events import Event, Finished, ModelOutput, Observed, PatchChanged, RunStarted, StepStarted, ToolCalled
+from ..events import (CandidateScored, Event, Finished, ModelOutput, Observed, PatchChanged, RunStarted,
+                      SelectionMade, StepStarted, ToolCalled)
 
 PREVIEW_LINES = 12
 
@@ -25,13 +26,19 @@ class JsonPrinter:
 class ProgressPrinter:
     """What a person watching a headless run wants to see, on stderr by default."""
 
-    def __init__(self, stream: TextIO | None = None, verbose: bool = False):
+    STEP_EVENTS = {"step_started", "model_output", "tool_called", "observation", "patch_changed"}
+
+    def __init__(self, stream: TextIO | None = None, verbose: bool = False, compact: bool = False):
+        """compact: one line per run and per candidate (several runs at once interleave otherwise)."""
         from rich.console import Console
 
         self.console = Console(file=stream or sys.stderr, highlight=False, soft_wrap=True)
         self.verbose = verbose
+        self.compact = compact
 
     def __call__(self, event: Event) -> None:
+        if self.compact and event.kind in self.STEP_EVENTS:
+            return
         handler = getattr(self, f"_on_{event.kind}", None)
         if handler:
             handler(event)
@@ -69,7 +76,23 @@ class ProgressPrinter:
         added, removed, files = patch_stats(event.patch)
         self.console.print(f"  patch: {files} file(s), +{added} -{removed}", style="magenta")
 
+    def _on_candidate_scored(self, event: CandidateScored) -> None:
+        added, removed, files = patch_stats(event.patch)
+        scores = ", ".join(f"{name} {value:.2f}" for name, value in sorted(event.scores.items())) or "no scores"
+        self.console.print(f"candidate {event.index}: {event.exit_status} · {files} file(s) +{added} -{removed} · "
+                           f"{scores}" + (f" · discarded: {event.details['discarded']}" if event.details.get("discarded") else ""))
+
+    def _on_selection_made(self, event: SelectionMade) -> None:
+        if event.chosen is None:
+            self.console.print(f"[bold red]no usable candidate[/] ({event.policy}): {event.why}")
+        else:
+            self.console.print(f"[bold green]chosen: candidate {event.chosen}[/] by the {event.policy} policy: {event.why}")
+
     def _on_finished(self, event: Finished) -> None:
+        if self.compact:
+            self.console.print(f"run {event.trajectory_id}: {event.exit_status} · {event.steps} steps · "
+                               f"${event.cost:.4f} · {event.seconds:.1f}s")
+            return
         self.console.rule("done", style="bold")
         colour = "green" if event.exit_status == "submitted" else "yellow"
         self.console.print(f"exit status: [bold {colour}]{event.exit_status}[/]" +

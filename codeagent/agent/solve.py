@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import copy
+
 from ..config import Config
 from ..events import EventBus
 from ..models import Model, ModelConfigError, make_model
-from ..sandbox import Limits, open_sandbox, snapshot
+from ..sandbox import Limits, Sandbox, SandboxError, open_sandbox, snapshot
 from ..task import Task
-from ..sandbox import Sandbox, SandboxError
 from ..trajectory.schema import Trajectory
 from ..trajectory.store import TrajectoryStore
 from .loop import Agent, RunResult
@@ -20,6 +21,7 @@ from .loop import Agent, RunResult
 class SolveOutcome:
     result: RunResult
     patch_file: Path
+    scaling: object | None = None  # the ScalingResult when several candidates ran
 
 
 def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
@@ -93,3 +95,39 @@ def load_session(config: Config, session: str) -> Trajectory:
             raise FileNotFoundError(f"no sessions to resume in {store.root}")
         return store.load(sorted(ids)[-1])
     return store.load(session)
+
+
+def solve_with_candidates(task: Task, config: Config, model: Model, events: EventBus, *,
+                          replay: bool = False) -> SolveOutcome:
+    """config.scaling.candidates agent runs in parallel sandboxes; verifiers; the chosen patch."""
+    from ..scaling.pipeline import scale
+
+    limits = Limits(network=config.sandbox.network, memory=config.sandbox.memory, pids=config.sandbox.pids,
+                    cpus=config.sandbox.cpus)
+    options = {"limits": limits, "image": config.sandbox.image} if config.sandbox.kind == "docker" else {}
+    snap = snapshot(task.repo, task.base_commit)
+    if replay:  # a recording cannot write tests or judge: only the test suite verifies
+        config = config.model_copy(update={"scaling": config.scaling.model_copy(update={"verifiers": ["regression"]})})
+
+    def build_model(name: str) -> Model:
+        if replay or not name or name == model.name:
+            return copy.deepcopy(model)  # each candidate its own (a replay counts its turns)
+        return make_model(name, api_base=config.model.api_base, retries=config.model.retries,
+                          native_tools=config.model.native_tools)
+
+    result = scale(task, config, lambda: open_sandbox(snap, kind=config.sandbox.kind, **options), events=events,
+                   model_factory=build_model, localization=localization_hint(task, config))
+    chosen = result.chosen
+    store = TrajectoryStore(config.trajectory_root())
+    if chosen is None:
+        run = RunResult("no_candidate", result.selection.why, "", 0, 0.0, 0.0, "", "")
+        patch_file = store.root / f"{task.instance_id}-no-candidate.patch"
+    else:
+        trajectory = store.load(chosen.trajectory_id)
+        run = RunResult(chosen.exit_status or "", result.selection.why, chosen.patch, len(trajectory.steps),
+                        trajectory.totals.cost or 0.0, trajectory.totals.wall_seconds or 0.0, trajectory.id,
+                        str(store.path_for(trajectory.id)))
+        patch_file = store.path_for(trajectory.id).with_suffix(".patch")
+    patch_file.parent.mkdir(parents=True, exist_ok=True)
+    patch_file.write_text(run.patch)
+    return SolveOutcome(run, patch_file, result)

@@ -3,6 +3,8 @@ repository at its base commit, installed). Tags come from the spec's content key
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -16,6 +18,11 @@ from .specs import ResolvedSpec, requirements_text
 
 ENV_PREFIX = "/opt/env"
 REQUIREMENTS_FILE = "/tmp/codeagent-requirements.txt"
+CONSTRAINTS_FILE = "/opt/codeagent-constraints.txt"
+# setuptools 80 turned `setup.py develop` into a call of `python -m pip` from inside pip's isolated
+# build environment, where pip cannot be imported: the editable installs of older repositories
+# fail. The constraint also reaches those isolated builds (pip hands PIP_CONSTRAINT down).
+BUILD_CONSTRAINTS = "setuptools<80\n"
 ENV_IMAGE = "codeagent/env"
 INSTANCE_IMAGE = "codeagent/instance"
 
@@ -47,8 +54,18 @@ def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None) -> 
 
 
 def image_env(spec: ResolvedSpec) -> dict[str, str]:
-    return {**spec.env, "VIRTUAL_ENV": ENV_PREFIX,
+    return {**spec.env, "VIRTUAL_ENV": ENV_PREFIX, "PIP_CONSTRAINT": CONSTRAINTS_FILE,
             "PATH": f"{ENV_PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def layer_tag(image: str, parent: str, script: str, env: dict[str, str], files: dict[str, bytes],
+              tree: RepoSnapshot | None) -> str:
+    """A tag from everything that makes the layer: a changed recipe can never reuse a stale image."""
+    digest = hashlib.sha256(json.dumps([parent, script, sorted(env.items()), tree.commit if tree else None],
+                                       sort_keys=True).encode())
+    for path, data in sorted(files.items()):
+        digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    return f"{image}:{digest.hexdigest()[:24]}"
 
 
 def _env_layer(spec: ResolvedSpec, base: str, source: RepoSnapshot) -> Layer:
@@ -59,23 +76,25 @@ def _env_layer(spec: ResolvedSpec, base: str, source: RepoSnapshot) -> Layer:
                      f"apt-get install -y -qq --no-install-recommends {' '.join(map(shlex.quote, packages))}; "
                      "rm -rf /var/lib/apt/lists/*")
     steps.append(f"python3 -m venv {ENV_PREFIX}")  # the suite's python3, with its own pip (not upgraded)
-    files = {}
+    files = {CONSTRAINTS_FILE: BUILD_CONSTRAINTS.encode()}
     requirements = requirements_text(spec, _reader(source, spec.requirements_commit)) if spec.requirements else None
     if requirements:
         files[REQUIREMENTS_FILE] = requirements[1].encode()
         steps.append(f"pip install -r {REQUIREMENTS_FILE}")
     if spec.pip_packages:
         steps.append(f"pip install {' '.join(map(shlex.quote, spec.pip_packages))}")
-    return Layer(tag=f"{ENV_IMAGE}:{spec.env_key()[:20]}", parent=base, script="\n".join(steps),
-                 env=image_env(spec), files=files)
+    script, env = "\n".join(steps), image_env(spec)
+    return Layer(tag=layer_tag(ENV_IMAGE, base, script, env, files, None), parent=base, script=script,
+                 env=env, files=files)
 
 
 def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) -> Layer:
     steps = ["cd /testbed", *spec.pre_install, *spec.install,
              # whatever the install made (egg-info, compiled extensions) never shows in a diff
              "git ls-files --others --exclude-standard >> .git/info/exclude"]
-    return Layer(tag=f"{INSTANCE_IMAGE}:{spec.instance_key()[:20]}", parent=env_layer.tag,
-                 script="\n".join(steps), env=env_layer.env, tree=source)
+    script = "\n".join(steps)
+    return Layer(tag=layer_tag(INSTANCE_IMAGE, env_layer.tag, script, env_layer.env, {}, source),
+                 parent=env_layer.tag, script=script, env=env_layer.env, tree=source)
 
 
 def _reader(source: RepoSnapshot, commit: str | None):

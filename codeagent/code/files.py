@@ -1,0 +1,77 @@
+"""Find the source files of a repository worth indexing.
+
+Skips VCS folders, virtual environments, caches, node_modules and build output, files in
+languages code navigation does not know, huge files and binary files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from .languages import supported_extensions
+
+SKIP_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".env", "virtualenv",
+        "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+        ".eggs", "site-packages", ".idea", ".vscode",
+    }
+)
+# Only at the repository root: deeper folders with these names are often real packages.
+SKIP_TOP_DIRS = frozenset({"build", "dist", "env"})
+MAX_FILE_BYTES = 1_000_000
+
+
+def is_skipped_dir(name: str, path: str, top_level: bool = False) -> bool:
+    if name in SKIP_DIRS or name.endswith(".egg-info") or (top_level and name in SKIP_TOP_DIRS):
+        return True
+    # Any virtual environment, whatever its name.
+    return os.path.exists(os.path.join(path, "pyvenv.cfg"))
+
+
+def looks_binary(head: bytes) -> bool:
+    return b"\0" in head
+
+
+def iter_source_files(root: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Iterator[str]:
+    """Repo-relative POSIX paths of indexable source files, in a stable (sorted) order."""
+    root = os.fspath(root)
+    extensions = supported_extensions()
+    for directory, dirnames, filenames in os.walk(root):
+        top_level = directory == root
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not is_skipped_dir(d, os.path.join(directory, d), top_level)
+            and not os.path.islink(os.path.join(directory, d))
+        )
+        for filename in sorted(filenames):
+            if os.path.splitext(filename)[1].lower() not in extensions:
+                continue
+            full = os.path.join(directory, filename)
+            try:
+                if not os.path.isfile(full) or os.path.getsize(full) > max_bytes:
+                    continue
+            except OSError:
+                continue
+            yield os.path.relpath(full, root).replace(os.sep, "/")
+
+
+def read_source(path: str | Path) -> bytes | None:
+    """File bytes, or None when the file is binary or unreadable."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    return None if looks_binary(data[:8192]) else data
+
+
+def is_test_path(path: str) -> bool:
+    """True for files that hold tests (by the usual Python layout conventions)."""
+    parts = path.lower().split("/")
+    name = parts[-1]
+    if name.startswith("test_") or name.endswith(("_test.py", "_tests.py")) or name in {"conftest.py", "tests.py"}:
+        return True
+    return any(p in {"test", "tests", "testing"} for p in parts[:-1])

@@ -1,0 +1,154 @@
+"""Test-time scaling end to end: sample candidates, verify them, let a policy choose.
+
+    candidates (parallel agent runs) -> verifiers (regression, reproduction, judge; each optional,
+    each saved on the candidate and its trajectory) -> [serial retry of failed candidates] -> select
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Config
+from ..events import CandidateScored, EventBus, SelectionMade
+from ..harness.log_parsers import parse_log
+from ..task import Task
+from ..trajectory.store import TrajectoryStore
+from .candidates import ModelFactory, SandboxFactory, default_model_factory, run_candidates
+from .types import Candidate, Selection
+
+
+@dataclass
+class ScalingResult:
+    candidates: list[Candidate]
+    selection: Selection
+
+    @property
+    def chosen(self) -> Candidate | None:
+        return next((c for c in self.candidates if c.index == self.selection.chosen), None)
+
+
+def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events: EventBus | None = None,
+          model_factory: ModelFactory | None = None, localization: str = "") -> ScalingResult:
+    from .selection import select
+
+    events = events or EventBus()
+    build_model = model_factory or default_model_factory(config)
+    candidates = run_candidates(task, config, sandbox_factory, model_factory=build_model, events=events,
+                                localization=localization)
+    verify(task, config, candidates, sandbox_factory, build_model)
+    for _attempt in range(max(0, config.scaling.attempts - 1)):
+        if not retry_failed(task, config, candidates, sandbox_factory, build_model, events):
+            break
+    store = TrajectoryStore(config.trajectory_root())
+    for candidate in candidates:
+        if candidate.trajectory_id:
+            store.add_verification(candidate.trajectory_id, {"scores": candidate.scores,
+                                                             "verifier_details": candidate.details})
+        events.emit(CandidateScored(run_id=candidate.trajectory_id or "", index=candidate.index,
+                                    exit_status=candidate.exit_status or "", patch=candidate.patch,
+                                    scores=candidate.scores, details=_short(candidate.details)))
+    selection = select(candidates, config.scaling.policy, top_k=config.scaling.top_k)
+    events.emit(SelectionMade(policy=selection.policy, chosen=selection.chosen, ranking=selection.ranking,
+                              votes=selection.votes, why=selection.why))
+    return ScalingResult(candidates, selection)
+
+
+def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_factory: SandboxFactory,
+           build_model: ModelFactory) -> None:
+    """Run the configured verifiers; each writes scores[name] and details[name] on the candidates."""
+    wanted = set(config.scaling.verifiers)
+    usable = [c for c in candidates if c.usable]
+    if not usable:
+        return
+    if "regression" in wanted:
+        command = config.scaling.test_command or task.test_command
+        if command:
+            regression_by_command(command, usable, sandbox_factory, config.limits.command_timeout)
+    if "reproduction" in wanted:
+        from .reproduction import score_reproduction, write_reproduction
+
+        model = build_model(config.model.name or "")
+        source, what = write_reproduction(task, config, model, sandbox_factory)
+        for candidate in usable:
+            candidate.details["reproduction_test"] = what
+        if source is not None:
+            score_reproduction(source, usable, sandbox_factory, config.limits.command_timeout)
+    if "judge" in wanted:
+        from .judge import judge
+
+        judge(build_model(config.scaling.judge_model or config.model.name or ""), task.problem_statement, usable,
+              prompts_dir=config.agent.prompts_dir)
+
+
+def regression_by_command(command: str, candidates: list[Candidate], sandbox_factory: SandboxFactory,
+                          timeout: float) -> None:
+    """Run the tests on the original code, then on each candidate: scores["regression"] is the
+    share of the originally passing tests that still pass. Results are read as pytest's -rA report
+    (added to a pytest command that lacks it)."""
+    from ..agent.solve import restore_patch
+
+    if "pytest" in command and "-rA" not in command.split():
+        command = f"{command} -rA"
+
+    with sandbox_factory() as sandbox:
+        baseline = _passing(sandbox.run(command, timeout=timeout).output)
+    for candidate in candidates:
+        with sandbox_factory() as sandbox:
+            try:
+                restore_patch(sandbox, candidate.patch)
+            except Exception as exc:
+                candidate.details["discarded"] = f"the patch does not apply: {exc}"
+                continue
+            after = _passing(sandbox.run(command, timeout=timeout).output)
+        broken = sorted(baseline - after)
+        candidate.scores["regression"] = round(1.0 - len(broken) / len(baseline), 4) if baseline else 1.0
+        candidate.details["regression"] = {"tests": len(baseline), "broken": broken[:20]}
+
+
+def _passing(output: str) -> set[str]:
+    return {test for test, status in parse_log("pytest", output).items() if status in ("PASSED", "XFAIL")}
+
+
+def retry_failed(task: Task, config: Config, candidates: list[Candidate], sandbox_factory: SandboxFactory,
+                 build_model: ModelFactory, events: EventBus) -> bool:
+    """Serial scaling: a candidate whose verification failed continues its own trajectory once more
+    with the failure as feedback, then is verified again. False when nothing was retried."""
+    from ..agent.loop import Agent
+    from ..agent.solve import restore_patch
+    from .candidates import candidate_config
+
+    store = TrajectoryStore(config.trajectory_root())
+    retried = []
+    for candidate in candidates:
+        feedback = _failure_feedback(candidate)
+        if not feedback or not candidate.trajectory_id:
+            continue
+        own = candidate_config(config, candidate.index)
+        with sandbox_factory() as sandbox:
+            restore_patch(sandbox, candidate.patch)
+            result = Agent(build_model(own.model.name or ""), own, events=events).run(
+                task, sandbox, resume=store.load(candidate.trajectory_id), follow_up=feedback)
+        candidate.patch, candidate.exit_status = result.patch, result.exit_status
+        candidate.details["attempts"] = candidate.details.get("attempts", 1) + 1
+        candidate.scores.clear()
+        retried.append(candidate)
+    if retried:
+        verify(task, config, retried, sandbox_factory, build_model)
+    return bool(retried)
+
+
+def _failure_feedback(candidate: Candidate) -> str | None:
+    problems = []
+    if candidate.scores.get("regression", 1.0) < 1.0:
+        broken = candidate.details.get("regression", {}).get("broken", [])
+        problems.append(f"your change breaks tests that passed before: {', '.join(broken[:10])}")
+    if candidate.scores.get("reproduction", 1.0) < 1.0:
+        problems.append(f"a test reproducing the issue still fails with your change: "
+                        f"{candidate.details.get('reproduction', '')}")
+    if not problems:
+        return None
+    return "Verification of your patch failed: " + "; ".join(problems) + ". Fix it, check it, and submit again."
+
+
+def _short(details: dict) -> dict:
+    return {key: (value if len(str(value)) < 500 else str(value)[:500] + "...") for key, value in details.items()}
