@@ -29,6 +29,8 @@ class ScalingResult:
 
 def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events: EventBus | None = None,
           model_factory: ModelFactory | None = None, localization: str = "") -> ScalingResult:
+    from ..sandbox.workspace import snapshot
+    from .normalize import git_reader
     from .selection import select
 
     events = events or EventBus()
@@ -47,7 +49,9 @@ def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events
         events.emit(CandidateScored(run_id=candidate.trajectory_id or "", index=candidate.index,
                                     exit_status=candidate.exit_status or "", patch=candidate.patch,
                                     scores=candidate.scores, details=_short(candidate.details)))
-    selection = select(candidates, config.scaling.policy, top_k=config.scaling.top_k)
+    snap = snapshot(task.repo, task.base_commit)  # the base files, to normalize patches for votes
+    selection = select(candidates, config.scaling.policy, read=git_reader(snap.git_dir, snap.commit),
+                       top_k=config.scaling.top_k)
     events.emit(SelectionMade(policy=selection.policy, chosen=selection.chosen, ranking=selection.ranking,
                               votes=selection.votes, why=selection.why))
     return ScalingResult(candidates, selection)
