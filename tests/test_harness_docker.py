@@ -203,3 +203,29 @@ def test_eval_run_solves_grades_and_rewards_the_trajectory(task, tmp_path):
     trajectory = TrajectoryStore(store_dir).load(prediction["trajectory_id"])
     assert trajectory.verification["resolved"] is True and trajectory.rewards == {"resolved": 1.0}
     assert "test_patch" not in trajectory.task  # the agent never saw the hidden tests
+
+
+def test_eval_run_with_candidates_reports_pass_and_best_at_n(task, tmp_path):
+    from codeagent.agent.loop import Agent
+    from codeagent.config import Config
+    from codeagent.evals.batch import run_batch
+    from codeagent.models import ScriptedModel
+    from codeagent.sandbox import open_sandbox
+    from codeagent.trajectory.store import TrajectoryStore
+
+    fix = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "editor", "arguments": json.dumps({"command": "str_replace", "path": "calc.py",
+                                                   "old_str": "return a - b", "new_str": "return a + b"})}}]}
+    done = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": "{}"}}]}
+    with open_sandbox(task.repo, task.base_commit) as box:
+        recording = Agent(ScriptedModel([fix, done]), Config(agent={"localize": False}),
+                          store=TrajectoryStore(tmp_path / "rec")).run(task, box)
+    config = Config(model={"name": f"replay:{recording.trajectory_path}"}, trajectories_dir=str(tmp_path / "store"),
+                    agent={"localize": False}, scaling={"candidates": 2, "verifiers": ["regression"]})
+    reports = run_batch([task], config.model_dump(mode="json"), tmp_path / "run", executor=LocalExecutor(1, threads=True))
+    scaling = reports[0]["scaling"]
+    assert reports[0]["resolved"] and scaling["pass_at_1"] == 1.0 and scaling["pass_at_n"]
+    assert all(scaling["best_at_n"].values()) and len(scaling["candidates"]) == 2
+    assert all(c["scores"].get("regression") == 1.0 for c in scaling["candidates"])
+    assert summarize(reports)["scaling"]["pass_at_n"] == 1

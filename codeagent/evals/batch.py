@@ -85,6 +85,13 @@ def summarize(reports: list[dict], extra: dict[str, Any] | None = None) -> dict[
         row["resolved"] += bool(report.get("resolved"))
         outcomes[report.get("outcome", "?")] = outcomes.get(report.get("outcome", "?"), 0) + 1
     resolved = sum(bool(r.get("resolved")) for r in reports)
+    scaled = [r["scaling"] for r in reports if r.get("scaling")]
+    if scaled:  # test-time scaling: Pass@1 (mean), Pass@N (oracle), Best@N per selection policy
+        policies = sorted({policy for s in scaled for policy in s["best_at_n"]})
+        extra = {**(extra or {}), "scaling": {
+            "pass_at_1": round(sum(s["pass_at_1"] for s in scaled) / len(scaled), 4),
+            "pass_at_n": sum(bool(s["pass_at_n"]) for s in scaled),
+            "best_at_n": {policy: sum(bool(s["best_at_n"].get(policy)) for s in scaled) for policy in policies}}}
     return {"instances": len(reports), "resolved": resolved,
             "resolved_percent": round(100 * resolved / len(reports), 2) if reports else 0.0,
             "outcomes": outcomes, "per_repo": dict(sorted(per_repo.items())),
@@ -117,18 +124,72 @@ def solve_task(task: Task, config_data: dict, instance_dir: Path) -> dict:
             "steps": result.steps, "agent_seconds": round(result.seconds, 2)}
 
 
+def solve_task_candidates(task: Task, config_data: dict, instance_dir: Path) -> dict:
+    """N candidates in sandboxes of the instance image, verified, one selected: the prediction."""
+    from ..config import Config
+    from ..harness.environment import task_images
+    from ..harness.specs import spec_for
+    from ..sandbox import Limits
+    from ..sandbox.docker import DockerSandbox
+    from ..sandbox.workspace import snapshot
+    from ..scaling.pipeline import scale
+
+    config = Config.model_validate(config_data)
+    images = task_images(task, spec_for(task), log_dir=instance_dir)
+    snap = snapshot(task.repo, task.base_commit)
+    limits = Limits(network=config.sandbox.network, memory=config.sandbox.memory, pids=config.sandbox.pids,
+                    cpus=config.sandbox.cpus)
+    agent_task = task.model_copy(update={"test_patch": None, "gold_patch": None, "FAIL_TO_PASS": []})
+    result = scale(agent_task, config, lambda: DockerSandbox(snap, prepared_image=images.instance, limits=limits))
+    chosen = result.chosen
+    return {"instance_id": task.instance_id, "model_name_or_path": config.model.name,
+            "model_patch": chosen.patch if chosen else "", "trajectory_id": chosen.trajectory_id if chosen else None,
+            "exit_status": chosen.exit_status if chosen else "no_candidate",
+            "cost": sum(c.details.get("cost") or 0.0 for c in result.candidates),
+            "selection": result.selection.model_dump(), "candidates": [c.model_dump() for c in result.candidates]}
+
+
+def _grade_candidates(task: Task, prediction: dict, instance_dir: Path, config_data: dict) -> dict:
+    """Grade every distinct candidate (for Pass@1, Pass@N and each policy's Best@N)."""
+    from ..scaling.offline import evaluate
+    from ..scaling.types import Candidate
+
+    candidates = [Candidate.model_validate(c) for c in prediction["candidates"]]
+    graded: dict[str, dict] = {}
+    for candidate in candidates:
+        if candidate.patch not in graded:
+            graded[candidate.patch] = grade_task(task, candidate.patch, instance_dir / f"candidate-{candidate.index}")
+        candidate.resolved = bool(graded[candidate.patch].get("resolved"))
+        _record_reward(config_data, candidate.trajectory_id, graded[candidate.patch])
+    report = dict(graded.get(prediction["model_patch"]) or grade_task(task, prediction["model_patch"], instance_dir))
+    row = evaluate({task.instance_id: candidates})["per_instance"][0]
+    report["scaling"] = {"candidates": [{"index": c.index, "resolved": c.resolved, "scores": c.scores,
+                                         "exit_status": c.exit_status} for c in candidates],
+                         "pass_at_1": row["pass_at_1"], "pass_at_n": row["pass_at_n"],
+                         "best_at_n": {policy: entry["resolved"] for policy, entry in row["policies"].items()},
+                         "selected_by": prediction.get("selection", {}).get("policy")}
+    return report
+
+
 def _run_one(job: tuple[dict, str, dict]) -> dict:
     task_data, output, config_data = job
     task = Task.model_validate(task_data)
     state = BatchDir(output).instance(task.instance_id)
+    several = config_data.get("scaling", {}).get("candidates", 1) > 1
+
+    def produce() -> dict:
+        return (solve_task_candidates if several else solve_task)(task, config_data, state.root)
 
     def grade(prediction: dict) -> dict:
-        report = grade_task(task, prediction["model_patch"], state.root)
+        if several:
+            report = _grade_candidates(task, prediction, state.root, config_data)
+        else:
+            report = grade_task(task, prediction["model_patch"], state.root)
+            _record_reward(config_data, prediction.get("trajectory_id"), report)
         report.update({key: prediction.get(key) for key in ("trajectory_id", "exit_status", "cost", "steps")})
-        _record_reward(config_data, prediction.get("trajectory_id"), report)
         return report
 
-    return process_instance(state, lambda: solve_task(task, config_data, state.root), grade)
+    return process_instance(state, produce, grade)
 
 
 def _record_reward(config_data: dict, trajectory_id: str | None, report: dict) -> None:

@@ -64,8 +64,9 @@ def grade(dataset, instances, regex, repo_filter, slice_, repos, workers, output
 @click.option("--api-base", help="Base URL of an OpenAI-compatible server.")
 @click.option("--config", "config_file", help="A config file (YAML).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting.")
+@click.option("--candidates", type=int, help="N candidates per task; reports Pass@1, Pass@N and Best@N per policy.")
 def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, model_name, api_base, config_file,
-        settings) -> None:
+        settings, candidates) -> None:
     """Run the agent on each task in its own sandbox, then grade its patch. Resumable."""
     from ..config import ConfigError, load_config, parse_overrides
     from ..models import ModelConfigError
@@ -76,6 +77,8 @@ def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, 
         for key, value in (("name", model_name), ("api_base", api_base)):
             if value:
                 overrides.setdefault("model", {})[key] = value
+        if candidates:
+            overrides.setdefault("scaling", {})["candidates"] = candidates
         config = load_config(None, config_file, overrides)
         if not config.model.name:
             raise ModelConfigError("no model configured: pass --model (or set model.name in a config file)")
@@ -167,6 +170,10 @@ def _finish(reports: list[dict], out: Path, extra: dict) -> None:
         table.add_row(repo, str(row["resolved"]), str(row["total"]))
     _console().print(table)
     _console().print(f"outcomes: {summary['outcomes']}")
+    if "scaling" in summary:
+        scaling = summary["scaling"]
+        _console().print(f"Pass@1 {scaling['pass_at_1']:.2%} · Pass@N {scaling['pass_at_n']}/{summary['instances']} · "
+                         "Best@N " + ", ".join(f"{p} {n}" for p, n in scaling["best_at_n"].items()))
     _console().print(f"reports: {out}/instances/*/report.json · summary: {out}/summary.json")
 
 

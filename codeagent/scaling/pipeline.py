@@ -68,6 +68,10 @@ def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_fact
         command = config.scaling.test_command or task.test_command
         if command:
             regression_by_command(command, usable, sandbox_factory, config.limits.command_timeout)
+        elif _has_environment(task):  # a SWE-bench-style task: the harness runs its existing tests
+            from .regression import score_candidates
+
+            score_candidates(task, usable)
     if "reproduction" in wanted:
         from .reproduction import score_reproduction, write_reproduction
 
@@ -82,6 +86,16 @@ def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_fact
 
         judge(build_model(config.scaling.judge_model or config.model.name or ""), task.problem_statement, usable,
               prompts_dir=config.agent.prompts_dir)
+
+
+def _has_environment(task: Task) -> bool:
+    from ..harness.specs import SpecError, spec_for
+
+    try:
+        spec_for(task)
+        return True
+    except SpecError:
+        return False
 
 
 def regression_by_command(command: str, candidates: list[Candidate], sandbox_factory: SandboxFactory,
