@@ -63,7 +63,7 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
     from .agent.apply import apply_patch as apply_to_tree
     from .agent.printers import JsonPrinter, ProgressPrinter
     from .agent.solve import resolve_model, solve as run_solve
-    from .config import ConfigError, load_config, parse_overrides
+    from .config import ConfigError, flag_overrides, load_config
     from .events import EventBus
     from .models import ModelConfigError
     from .task import Task
@@ -89,21 +89,20 @@ def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, s
                 raise click.UsageError("the issue text is empty")
             task = Task(repo=repo, problem_statement=text, base_commit=commit)
         follow_up = (issue_text or (Path(issue_file).read_text() if issue_file else None)) if resumed else None
-        overrides = parse_overrides(list(settings))
-        for key, value in (("name", model_name), ("api_base", api_base)):
-            if value:
-                overrides.setdefault("model", {})[key] = value
-        if sandbox_kind:
-            overrides.setdefault("sandbox", {})["kind"] = sandbox_kind
-        if candidates:
-            overrides.setdefault("scaling", {})["candidates"] = candidates
+        overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
+                                   sandbox__kind=sandbox_kind, scaling__candidates=candidates)
         local_repo = task.repo if Path(task.repo).is_dir() else None
         config = load_config(local_repo, config_file, overrides)
         if resumed is not None and not config.model.name and not resumed.model.startswith("replay:"):
             config.model.name = resumed.model  # a session continues with its own model by default
         model, replay = resolve_model(config, example)
         if not headless and not as_json and sys.stdin.isatty() and sys.stdout.isatty():
-            click.echo("(the interactive TUI is not built yet: running headless)", err=True)
+            from .tui import INSTALL_HINT, run_tui, tui_available
+
+            if tui_available():
+                sys.exit(run_tui(config, model, repo=task.repo, commit=commit, task=None if resumed else task,
+                                 replay=replay, resume=resumed.id if resumed else None, follow_up=follow_up))
+            click.echo(f"({INSTALL_HINT}: running headless)", err=True)
         if config.sandbox.kind == "local":
             click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
         several = config.scaling.candidates > 1 and resumed is None

@@ -129,6 +129,17 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return result
 
 
+def flag_overrides(settings: list[str], **flags: Any) -> dict[str, Any]:
+    """`--set` pairs plus the command's own flags ({"model.name": value, ...}; None means unset)."""
+    overrides = parse_overrides(settings)
+    for dotted, value in flags.items():
+        if value is None or value == "":
+            continue
+        section, _, key = dotted.partition("__")
+        overrides.setdefault(section, {})[key] = value
+    return overrides
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}

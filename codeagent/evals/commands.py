@@ -68,17 +68,13 @@ def grade(dataset, instances, regex, repo_filter, slice_, repos, workers, output
 def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, model_name, api_base, config_file,
         settings, candidates) -> None:
     """Run the agent on each task in its own sandbox, then grade its patch. Resumable."""
-    from ..config import ConfigError, load_config, parse_overrides
+    from ..config import ConfigError, flag_overrides, load_config
     from ..models import ModelConfigError
     from .batch import run_batch
 
     with _errors(ConfigError, ModelConfigError):
-        overrides = parse_overrides(list(settings))
-        for key, value in (("name", model_name), ("api_base", api_base)):
-            if value:
-                overrides.setdefault("model", {})[key] = value
-        if candidates:
-            overrides.setdefault("scaling", {})["candidates"] = candidates
+        overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
+                                   scaling__candidates=candidates)
         config = load_config(None, config_file, overrides)
         if not config.model.name:
             raise ModelConfigError("no model configured: pass --model (or set model.name in a config file)")

@@ -15,13 +15,14 @@ lock keeps a straggling worker of the killed run and the new run off the same in
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from ..locks import file_lock
 
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -78,26 +79,9 @@ class BatchDir:
         return path
 
 
-class instance_lock:
-    """An exclusive lock on one instance's directory; released by the OS if the holder dies."""
-
-    def __init__(self, state: InstanceState):
-        state.root.mkdir(parents=True, exist_ok=True)
-        self.path = state.root / ".lock"
-
-    def __enter__(self):
-        self.handle = open(self.path, "w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc_info):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
-
-
 def process_instance(state: InstanceState, produce: Callable[[], dict] | None, grade: Callable[[dict], dict]) -> dict:
     """The resumable unit: make the prediction unless there is one, then grade unless graded."""
-    with instance_lock(state):
+    with file_lock(state.root / ".lock"):  # a straggler of a killed run and this one never overlap
         report = state.report()
         if report is not None:  # finished by another process while we waited for the lock
             return report

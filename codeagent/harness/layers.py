@@ -7,12 +7,12 @@ from building the same layer at once.
 
 from __future__ import annotations
 
-import fcntl
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..locks import file_lock
 from ..sandbox.docker import owner_label
 from ..sandbox.engine import docker_client
 from ..sandbox.errors import SandboxError
@@ -53,7 +53,7 @@ def build_layer(layer: Layer, log_path: Path | None = None) -> BuildResult:
     started = time.monotonic()
     if image_exists(layer.tag):
         return BuildResult(layer.tag, False, 0.0)
-    with _tag_lock(layer.tag):
+    with file_lock(cache_dir() / "locks" / (layer.tag.replace("/", "_").replace(":", "_") + ".lock")):
         if image_exists(layer.tag):  # another worker built it while we waited
             return BuildResult(layer.tag, False, time.monotonic() - started)
         _build(layer, log_path)
@@ -128,19 +128,3 @@ def _exec_with_timeout(container, cmd: list[str], timeout: float) -> tuple[int, 
     if code == 124:
         chunks.append(f"\n[codeagent: killed after {timeout:g}s]\n".encode())
     return code if code is not None else -1, b"".join(chunks)
-
-
-class _tag_lock:
-    def __init__(self, tag: str):
-        locks = cache_dir() / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        self.path = locks / (tag.replace("/", "_").replace(":", "_") + ".lock")
-
-    def __enter__(self):
-        self.handle = open(self.path, "w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc_info):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()

@@ -40,3 +40,19 @@ def _reason(exc: Exception) -> str:
     if "Connection refused" in text:
         return "connection refused"
     return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def exec_exit_code(exec_id: str, tries: int = 50) -> int | None:
+    """The exit code of a finished `docker exec` (the engine records it a moment after the stream
+    ends, hence the short wait); None if it cannot be had."""
+    import time
+
+    try:
+        for _ in range(tries):
+            info = docker_client().api.exec_inspect(exec_id)
+            if not info.get("Running"):
+                return info.get("ExitCode")
+            time.sleep(0.01)
+    except Exception:
+        pass
+    return None

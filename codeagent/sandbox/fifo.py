@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from .engine import docker_client
+from .engine import docker_client, exec_exit_code
 
 MOUNT_POINT = "/run/codeagent-io"
 READ_SIZE = 1 << 20
@@ -97,15 +97,7 @@ class FifoTransport:
             return b""
 
     def exit_code(self) -> int | None:
-        try:
-            for _ in range(50):
-                info = docker_client().api.exec_inspect(self._exec_id)
-                if not info.get("Running"):
-                    return info.get("ExitCode")
-                time.sleep(0.01)
-        except Exception:
-            pass
-        return None
+        return exec_exit_code(self._exec_id)
 
     def close(self) -> None:
         for fd in (self._in, self._out, self._pidfd):

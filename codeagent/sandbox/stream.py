@@ -11,7 +11,7 @@ import socket
 import struct
 import time
 
-from .engine import docker_client
+from .engine import docker_client, exec_exit_code
 
 
 class DockerTransport:
@@ -71,15 +71,7 @@ class DockerTransport:
         return bytes(out)
 
     def exit_code(self) -> int | None:
-        try:
-            for _ in range(20):  # the engine records the exit a moment after the stream ends
-                info = docker_client().api.exec_inspect(self._exec_id)
-                if not info.get("Running"):
-                    return info.get("ExitCode")
-                time.sleep(0.01)
-        except Exception:
-            pass
-        return None
+        return exec_exit_code(self._exec_id)
 
     def close(self) -> None:
         for closer in (lambda: self._sock.shutdown(socket.SHUT_RDWR), self._sock.close, self._response.close):
