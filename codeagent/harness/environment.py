@@ -89,7 +89,11 @@ def _env_layer(spec: ResolvedSpec, base: str, source: RepoSnapshot) -> Layer:
 
 
 def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) -> Layer:
-    steps = ["cd /testbed", *spec.pre_install, *spec.install,
+    version = release_version(source)
+    # The copy in /testbed has no tags: setuptools_scm would call the project 0.1.dev1, and a
+    # `minversion` check (pytest's own tox.ini) then refuses to run. Tell it the release instead.
+    pretend = [f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(version)}"] if version else []
+    steps = ["cd /testbed", *pretend, *spec.pre_install, *spec.install,
              # whatever the install made (egg-info, compiled extensions) never shows in a diff
              "git ls-files --others --exclude-standard >> .git/info/exclude"]
     script = "\n".join(steps)
@@ -105,3 +109,16 @@ def _reader(source: RepoSnapshot, commit: str | None):
         return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
 
     return read
+
+
+def release_version(source: RepoSnapshot) -> str | None:
+    """The nearest release tag before the task's commit, as a version (None if there is none)."""
+    from packaging.version import InvalidVersion, Version
+
+    proc = subprocess.run(["git", "--git-dir", str(source.git_dir), "describe", "--tags", "--abbrev=0", source.commit],
+                          capture_output=True, text=True)
+    tag = proc.stdout.strip().removeprefix("v") if proc.returncode == 0 else ""
+    try:
+        return str(Version(tag)) if tag else None
+    except InvalidVersion:
+        return None
