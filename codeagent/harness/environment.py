@@ -93,7 +93,9 @@ def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) 
     # The copy in /testbed has no tags: setuptools_scm would call the project 0.1.dev1, and a
     # `minversion` check (pytest's own tox.ini) then refuses to run. Tell it the release instead.
     pretend = [f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(version)}"] if version else []
-    steps = ["cd /testbed", *pretend, *spec.pre_install, *spec.install,
+    # Editable installs of pyproject-only projects need pip >= 21.3 (PEP 660); older releases of
+    # bullseye's pip refuse them. Below 25.3, which dropped options old specs use (--no-use-pep517).
+    steps = ["cd /testbed", *pretend, "python -m pip install -q 'pip>=21.3,<25.3'", *spec.pre_install, *spec.install,
              # whatever the install made (egg-info, compiled extensions) never shows in a diff
              "git ls-files --others --exclude-standard >> .git/info/exclude"]
     script = "\n".join(steps)
