@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             "extract_seconds": round(t1 - t0, 2),
             "missing_blobs": missing,
             "recall": {m: {str(k): recall_at(rankings[m], gold, k) for k in KS} for m in methods},
-            "top10": {m: rankings[m][:10] for m in methods},
+            "top10_fusion": rankings["fusion"][:10],
         }
         rows.append(row)
         r = row["recall"]
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(rows, methods)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"dataset": str(args.data.name), "methods": methods, "summary": summary, "instances": rows}
-    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, separators=(",", ":")) + "\n")
     table = markdown(summary, methods, f"Localization recall on SWE-bench Lite ({len(rows)} instances)")
     (args.out / f"{args.name}.md").write_text(table)
     print(table)

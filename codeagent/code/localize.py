@@ -52,15 +52,20 @@ class FileCandidate:
 
 @dataclass(frozen=True)
 class FusionWeights:
-    mentions: float = 2.0
+    """Weighted reciprocal rank fusion: score(file) = sum of weight / (rrf_k + rank).
+    Defaults chosen on SWE-bench Lite (evals/localization/README.md)."""
+
+    mentions: float = 1.0
     bm25: float = 1.0
-    repomap: float = 0.5
+    repomap: float = 0.25
     rrf_k: float = 10.0  # smaller: the top of each ranking counts more
-    test_file_factor: float = 0.3  # multiplies test files' fused score (unless named in the issue)
+    test_file_factor: float = 0.3  # multiplies test files' score (unless the issue names them)
 
 
 @dataclass
-class _Signals:
+class Signals:
+    """Per-file scores of each ranking for one issue (higher is better)."""
+
     mentions: dict[str, float]
     reasons: dict[str, list[str]]
     bm25: dict[str, float]
@@ -83,6 +88,7 @@ class Localizer:
     # -- the three signals ------------------------------------------------------------------
 
     def mention_scores(self, mentions: IssueMentions) -> tuple[dict[str, float], dict[str, list[str]], set[str]]:
+        """Scores of files the issue points at, why (reasons per file), and the files it names."""
         scores: dict[str, float] = {}
         reasons: dict[str, list[str]] = {}
         named: set[str] = set()
@@ -135,19 +141,19 @@ class Localizer:
         df = self._document_frequency.get(name, 0)
         return min(1.0, max(0.0, math.log(n / (df + 1)) / math.log(n)))
 
-    def signals(self, issue_text: str, chat_files: Iterable[str] = ()) -> _Signals:
+    def signals(self, issue_text: str, chat_files: Iterable[str] = ()) -> Signals:
         mentions = extract_mentions(issue_text)
         mention, reasons, named = self.mention_scores(mentions)
         chunk_scores = self.chunks.chunk_scores(code_tokens(issue_text))
         bm25 = self.chunks.file_scores(chunk_scores)
         idents = {i: min(w, 3.0) * self.specificity(i) for i, w in mentions.identifiers.items()}
         ranks, _ = self.repomap.rank_files(mention, idents, chat_files)
-        return _Signals(mention, reasons, bm25, ranks, chunk_scores, named)
+        return Signals(mention, reasons, bm25, ranks, chunk_scores, named)
 
     # -- rankings ---------------------------------------------------------------------------
 
     def rankings(self, issue_text: str, chat_files: Iterable[str] = (), weights: FusionWeights = FusionWeights(),
-                 signals: _Signals | None = None) -> dict[str, list[str]]:
+                 signals: Signals | None = None) -> dict[str, list[str]]:
         """Every method's file ranking (best first), for comparisons."""
         s = signals if signals is not None else self.signals(issue_text, chat_files)
         return {method: [p for p, _ in self._ranked(method, s, weights)] for method in METHODS}
@@ -167,7 +173,7 @@ class Localizer:
             out.append(FileCandidate(path, score, symbols, tuple(reasons)))
         return out
 
-    def _ranked(self, method: str, s: _Signals, w: FusionWeights) -> list[tuple[str, float]]:
+    def _ranked(self, method: str, s: Signals, w: FusionWeights) -> list[tuple[str, float]]:
         if method != "fusion":
             return _sorted(_demote_tests(getattr(s, method), s.named_files, w.test_file_factor))
         fused: dict[str, float] = {}
