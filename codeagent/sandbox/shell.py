@@ -19,7 +19,7 @@ from .errors import SandboxDead
 from .output import BoundedOutput
 
 DEFAULT_OUTPUT_LIMIT = 2 * 1024 * 1024
-KILL_GRACE_SECONDS = 3.0
+KILL_GRACE_SECONDS = 5.0
 
 
 @dataclass
@@ -197,9 +197,9 @@ descendants() {
   awk -v root="$root" '
     { line=$0; r=0
       for (i=length(line); i>0; i--) if (substr(line,i,1)==")") { r=i; break }
-      pid=substr(line,1,index(line," ")-1); split(substr(line,r+2),f," "); parent[pid]=f[2] }
+      pid=substr(line,1,index(line," ")-1); split(substr(line,r+2),f," "); kids[f[2]]=kids[f[2]] " " pid }
     END { q[1]=root; n=1; h=1
-          while (h<=n) { p=q[h++]; for (c in parent) if (parent[c]==p) { q[++n]=c; print c } } }
+          while (h<=n) { p=q[h++]; m=split(kids[p],c," "); for (i=1;i<=m;i++) { q[++n]=c[i]; print c[i] } } }
   ' /proc/[0-9]*/stat 2>/dev/null
 }
 all=""
