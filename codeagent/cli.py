@@ -15,10 +15,18 @@ NOT_BUILT = {
 }
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, prog_name="codeagent")
-def cli() -> None:
-    """codeagent: resolves issues in your repository from a Docker sandbox, and learns from it."""
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """codeagent: resolves issues in your repository from a Docker sandbox, and learns from it.
+
+    Without a command, in a terminal: `codeagent solve` in the current repository (the TUI)."""
+    if ctx.invoked_subcommand is None:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            ctx.invoke(solve)
+        else:
+            click.echo(ctx.get_help())
 
 
 def _not_built(name: str, what: str) -> click.Command:
@@ -52,67 +60,106 @@ for _name, _what in NOT_BUILT.items():
 @click.option("--apply", "apply_patch", is_flag=True, help="Apply the patch to the working tree if safe.")
 @click.option("--config", "config_file", type=str, help="A config file (YAML), over the user and project ones.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting, e.g. limits.max_steps=20.")
-@click.option("--resume", "session", metavar="ID|last", help="Continue a session (a trajectory id, or `last`); "
-              "--issue then gives the follow-up instruction.")
+@click.option("--resume", "session", metavar="[ID]", is_flag=False, flag_value="last",
+              help="Continue a session (a trajectory id; alone: the last one); --issue gives the follow-up.")
+@click.option("--last", "last_session", is_flag=True, help="Same as --resume alone.")
 @click.option("--candidates", type=int, help="Sample N solutions in parallel and pick one with verifiers.")
+@click.option("--approval-mode", type=click.Choice(["suggest", "auto-edit", "full-auto"]), default="suggest",
+              show_default=True, help="TUI: ask before commands and edits, before commands only, or never.")
 def solve(repo, issue_text, issue_file, example, commit, model_name, api_base, sandbox_kind, headless, as_json,
-          apply_patch, config_file, settings, session, candidates) -> None:
-    """Resolve an issue in a repository; the result is a patch (and a trajectory)."""
+          apply_patch, config_file, settings, session, last_session, candidates, approval_mode) -> None:
+    """Resolve an issue in a repository; the result is a patch (and a trajectory).
+
+    In a terminal this opens the interactive TUI (type the issue there); --headless or no terminal prints
+    progress instead."""
+    from .config import ConfigError, flag_overrides
+    from .models import ModelConfigError
+    from .trajectory.store import TrajectoryError
+
+    session = session or ("last" if last_session else None)
+    interactive = not headless and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
+    given = sum(map(bool, (issue_text, issue_file, example)))
+    if given > 1 or (given == 0 and not session and not interactive) or (session and example):
+        raise click.UsageError("give exactly one of --issue, --issue-file or --example")
+    overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
+                               sandbox__kind=sandbox_kind, scaling__candidates=candidates)
+    with _user_errors(ConfigError, ModelConfigError, TrajectoryError):
+        if interactive:
+            from .tui import INSTALL_HINT, tui_available
+
+            if tui_available():
+                sys.exit(_solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, overrides,
+                                       session, approval_mode))
+            click.echo(f"({INSTALL_HINT}: running headless)", err=True)
+            if not given and not session:
+                raise click.UsageError("give --issue, --issue-file or --example (the TUI is not installed)")
+        _solve_headless(repo, issue_text, issue_file, example, commit, config_file, overrides, session, as_json,
+                        apply_patch)
+
+
+def _task_from_flags(repo, issue_text, issue_file, example, commit):
+    from pathlib import Path
+
+    from .task import Task
+
+    if example:
+        from .examples import example_as_task
+
+        return example_as_task(example)
+    if not (issue_text or issue_file):
+        return None
+    text = issue_text or Path(issue_file).read_text()
+    if not text.strip():
+        raise click.UsageError("the issue text is empty")
+    return Task(repo=repo, problem_statement=text, base_commit=commit)
+
+
+def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, overrides, session, mode) -> int:
+    from pathlib import Path
+
+    from .agent.solve import resolve_model
+    from .config import load_config
+    from .models import ModelConfigError
+    from .tui import run_tui
+
+    task = None if session else _task_from_flags(repo, issue_text, issue_file, example, commit)
+    config = load_config((task.repo if task else repo) if Path(task.repo if task else repo).is_dir() else None,
+                         config_file, overrides)
+    try:
+        model, replay = resolve_model(config, example)
+    except ModelConfigError:
+        model, replay = None, False  # the TUI asks for one (/model NAME)
+    follow_up = (issue_text or (Path(issue_file).read_text() if issue_file else None)) if session else None
+    return run_tui(config, model, repo=task.repo if task else repo, commit=commit, task=task, replay=replay,
+                   mode=mode, resume=session, follow_up=follow_up)
+
+
+def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, overrides, session, as_json,
+                    apply_patch) -> None:
     from pathlib import Path
 
     from .agent.apply import apply_patch as apply_to_tree
     from .agent.printers import JsonPrinter, ProgressPrinter
-    from .agent.solve import resolve_model, solve as run_solve
-    from .config import ConfigError, flag_overrides, load_config
+    from .agent.solve import load_session, resolve_model, solve as run_solve, solve_with_candidates
+    from .config import load_config
     from .events import EventBus
-    from .models import ModelConfigError
     from .task import Task
-    from .trajectory.store import TrajectoryError
 
-    sources = [bool(issue_text), bool(issue_file), bool(example)]
-    if sum(sources) != 1 and not (session and sum(sources) <= 1 and not example):
-        raise click.UsageError("give exactly one of --issue, --issue-file or --example")
-    resumed = None
-    with _user_errors(ConfigError, ModelConfigError, TrajectoryError):
-        if session:
-            from .agent.solve import load_session
-
-            resumed = load_session(load_config(None, config_file), session)
-            task = Task.model_validate(resumed.task)
-        elif example:
-            from .examples import example_as_task
-
-            task = example_as_task(example)
-        else:
-            text = issue_text or Path(issue_file).read_text()
-            if not text.strip():
-                raise click.UsageError("the issue text is empty")
-            task = Task(repo=repo, problem_statement=text, base_commit=commit)
-        follow_up = (issue_text or (Path(issue_file).read_text() if issue_file else None)) if resumed else None
-        overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
-                                   sandbox__kind=sandbox_kind, scaling__candidates=candidates)
-        local_repo = task.repo if Path(task.repo).is_dir() else None
-        config = load_config(local_repo, config_file, overrides)
-        if resumed is not None and not config.model.name and not resumed.model.startswith("replay:"):
-            config.model.name = resumed.model  # a session continues with its own model by default
-        model, replay = resolve_model(config, example)
-        if not headless and not as_json and sys.stdin.isatty() and sys.stdout.isatty():
-            from .tui import INSTALL_HINT, run_tui, tui_available
-
-            if tui_available():
-                sys.exit(run_tui(config, model, repo=task.repo, commit=commit, task=None if resumed else task,
-                                 replay=replay, resume=resumed.id if resumed else None, follow_up=follow_up))
-            click.echo(f"({INSTALL_HINT}: running headless)", err=True)
-        if config.sandbox.kind == "local":
-            click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
-        several = config.scaling.candidates > 1 and resumed is None
-        events = EventBus(JsonPrinter() if as_json else ProgressPrinter(compact=several))
-        if several:
-            from .agent.solve import solve_with_candidates
-
-            outcome = solve_with_candidates(task, config, model, events, replay=replay)
-        else:
-            outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up)
+    resumed = load_session(load_config(None, None), session) if session else None
+    task = Task.model_validate(resumed.task) if resumed else _task_from_flags(repo, issue_text, issue_file, example, commit)
+    follow_up = (issue_text or (Path(issue_file).read_text() if issue_file else None)) if resumed else None
+    config = load_config(task.repo if Path(task.repo).is_dir() else None, config_file, overrides)
+    if resumed is not None and not config.model.name and not resumed.model.startswith("replay:"):
+        config.model.name = resumed.model  # a session continues with its own model by default
+    model, replay = resolve_model(config, example)
+    if config.sandbox.kind == "local":
+        click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
+    several = config.scaling.candidates > 1 and resumed is None
+    events = EventBus(JsonPrinter() if as_json else ProgressPrinter(compact=several))
+    if several:
+        outcome = solve_with_candidates(task, config, model, events, replay=replay)
+    else:
+        outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up)
     result = outcome.result
     if not as_json:
         click.echo(result.patch, nl=False)

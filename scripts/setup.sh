@@ -36,6 +36,7 @@ if ! engine_answers; then
 fi
 command -v debootstrap >/dev/null 2>&1 || { log "installing debootstrap"; apt_install debootstrap; }
 command -v git >/dev/null 2>&1 || apt_install git
+command -v tmux >/dev/null 2>&1 || apt_install tmux  # the TUI's real-terminal test
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

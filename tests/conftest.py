@@ -55,7 +55,7 @@ def sandbox_containers() -> set[str]:
     from codeagent.sandbox.docker import LABEL
     from codeagent.sandbox.engine import docker_client
 
-    return {c.id for c in docker_client().containers.list(all=True, filters={"label": LABEL})}
+    return {c.id for c in docker_client().containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)}
 
 
 def leaked_containers(before: set[str]) -> set[str]:
@@ -69,7 +69,7 @@ def leaked_containers(before: set[str]) -> set[str]:
 
     me = f"{socket.gethostname()}:{os.getpid()}"
     leaked = set()
-    for container in docker_client().containers.list(all=True, filters={"label": LABEL}):
+    for container in docker_client().containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         owner = container.labels.get("codeagent.owner", "")
         if container.id not in before and owner and (owner == me or not owner_alive(owner)):
             leaked.add(container.id)

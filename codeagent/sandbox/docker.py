@@ -164,10 +164,16 @@ class DockerSandbox:
         return "fifo" if self._io_dir else "stream"
 
     def _open_transport(self):
+        from docker.errors import DockerException
+
         self._generation += 1
-        if self._io_dir is not None:
-            return FifoTransport(self.container.id, self._io_dir, self._generation, self._environment, self.workdir)
-        return DockerTransport(self.container.id, self._environment, self.workdir)
+        try:
+            if self._io_dir is not None:
+                return FifoTransport(self.container.id, self._io_dir, self._generation, self._environment,
+                                     self.workdir)
+            return DockerTransport(self.container.id, self._environment, self.workdir)
+        except DockerException as exc:  # the container was removed or stopped under us
+            raise SandboxDead(f"the sandbox container is gone ({exc}); start a new sandbox") from exc
 
     # -- protocol ------------------------------------------------------------------------------
 

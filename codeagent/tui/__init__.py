@@ -1,0 +1,79 @@
+"""The interactive terminal UI of `codeagent solve` (Textual).
+
+Importing this package does not import Textual: `run_tui` does, when it is called.
+
+    session.py   the session logic (start, follow-ups, approvals, undo, apply, resume), no Textual
+    approval.py  approval modes and "always allow" rules, no Textual
+    commands.py  slash commands, no Textual
+    app.py       the App: wires the widgets below to a Session
+    transcript.py, diff_panel.py, status_bar.py, approval_screen.py, candidates.py, prompt.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..models import Model
+    from ..task import Task
+    from ..trajectory.store import TrajectoryStore
+
+INSTALL_HINT = "the interactive TUI needs Textual: pip install 'codeagent[tui]' (or run with --headless)"
+
+
+def tui_available() -> bool:
+    return importlib.util.find_spec("textual") is not None
+
+
+def run_tui(config: Config, model: Model | None, *, repo: str | Path = ".", commit: str | None = None,
+            task: Task | None = None, replay: bool = False, mode: str = "suggest", resume: str | None = None,
+            follow_up: str | None = None, apply_repo: str | Path | None | bool = True,
+            store: TrajectoryStore | None = None) -> int:
+    """Run the TUI until the user quits; the sandbox is removed on the way out. Returns the exit
+    code: 0, or 1 when the app itself failed.
+
+    - `task`: start on it at once (--issue, --issue-file, --example); else the user types the issue.
+    - `resume`: a trajectory id or prefix, or "last" (this repository's latest session): reopen it
+      in a new sandbox with its patch applied; `follow_up` continues it at once.
+    - `model`: None opens the TUI anyway and asks for /model NAME.
+    - `mode`: suggest | auto-edit | full-auto. `apply_repo`: where /apply writes (True: the task's
+      repository when it is a local directory and not a bundled example; None: nowhere).
+    - With config.scaling.candidates > 1 the first turn samples that many candidates (the
+      candidates panel shows them) and follow-ups continue the selected one.
+    """
+    if not tui_available():
+        raise RuntimeError(INSTALL_HINT)
+    from .app import CodeagentApp
+    from .session import Session
+
+    session = Session(config, model, repo=repo, commit=commit, mode=mode, store=store, replay=replay,
+                      apply_repo=apply_repo)
+    app = CodeagentApp(session, task=task, resume=resume, follow_up=follow_up)
+    restore = _exit_on_hangup()
+    try:
+        app.run()
+    finally:
+        session.close()
+        restore()
+        if config.sandbox.kind == "docker":
+            from ..sandbox.docker import close_all
+
+            close_all()  # candidates' sandboxes still starting or running when the user quit
+    return app.return_code or 0
+
+
+def _exit_on_hangup():
+    """A closed terminal unwinds like Ctrl-C would, so the sandbox is removed."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGHUP"):
+        return lambda: None
+
+    def hangup(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGHUP, hangup)
+    return lambda: signal.signal(signal.SIGHUP, previous)

@@ -1,0 +1,331 @@
+"""The Textual app: wires the widgets to a `Session`. No agent logic lives here.
+
+The session works in its own thread; its events cross to the UI as messages (`post_message` is
+thread-safe), so the model and the tools never block the screen.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+
+from ..events import Event
+from ..models import ModelConfigError
+from ..task import Task
+from ..trajectory.store import TrajectoryError
+from .approval import MODES, ApprovalRequest, Decision, next_mode
+from .approval_screen import ApprovalScreen
+from .candidates import CandidatesPanel
+from .commands import SlashCommand, help_text, parse, resolve
+from .diff_panel import DiffPanel
+from .prompt import PromptInput
+from .session import Session
+from .status_bar import StatusBar
+from .transcript import Transcript
+
+DOUBLE_PRESS_SECONDS = 2.0
+WIDE = 110  # columns from which the patch is shown beside the transcript
+
+
+class SessionEvent(Message):
+    """An event of the session (or of its agent), posted from the session's thread."""
+
+    def __init__(self, event: Event):
+        super().__init__()
+        self.event = event
+
+
+class ApprovalAsked(Message):
+    def __init__(self, request: ApprovalRequest):
+        super().__init__()
+        self.request = request
+
+
+class CodeagentApp(App[int]):
+    TITLE = "codeagent"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (WIDE, "-wide")]
+    CSS = """
+    #main { height: 1fr; }
+    Transcript.-hidden { display: none; }
+    Screen.-narrow DiffPanel { width: 1fr; border-left: none; }
+    """
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("ctrl+c", "interrupt", "interrupt", priority=True, show=False),
+        Binding("ctrl+q", "quit", "quit", priority=True, show=False),
+        Binding("shift+tab", "cycle_mode", "approval mode", priority=True, show=False),
+        Binding("escape", "escape", "back", show=False),
+    ]
+
+    def __init__(self, session: Session, *, task: Task | None = None, resume: str | None = None,
+                 follow_up: str | None = None):
+        super().__init__()
+        self.session = session
+        session.emit = self._from_session
+        session.ask = self._ask
+        self._start_task = task
+        self._start_resume = resume
+        self._start_follow_up = follow_up
+        self._live_candidate: str | None = None
+        self._resume_follow_up: str | None = None
+        self._diff_choice: bool | None = None  # None: shown when wide and there is a patch
+        self._last_ctrl_c = 0.0
+        self._quitting = False
+        # Kept, not queried: while a dialog is open, queries would search the dialog's screen.
+        self.transcript = Transcript(id="transcript")
+        self.diff = DiffPanel(id="diff")
+        self.candidates = CandidatesPanel(id="candidates")
+        self.prompt = PromptInput(id="prompt", placeholder="Describe the issue to solve · Enter sends · /help")
+        self.status_bar = StatusBar(id="status")
+
+    # -- layout --------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            yield self.transcript
+            yield self.diff
+        yield self.candidates
+        yield self.prompt
+        yield self.status_bar
+
+    def on_mount(self) -> None:
+        session = self.session
+        self.transcript.add_welcome(
+            f"codeagent · {session.repo} · model {session.model_name} · {session.mode} mode\n"
+            "Describe the issue to solve and press Enter; while the agent works you can send more. "
+            "/help lists the commands.")
+        if session.model is None:
+            self.transcript.add_notice("No model is configured: choose one with /model NAME (e.g. /model gpt-4o), "
+                                       "or set model.name in ~/.config/codeagent/config.yaml.", "warning")
+        if session.config.scaling.candidates > 1:
+            self.candidates.add_class("-shown")
+        self._refresh_status()
+        self.prompt.focus()
+        if self._start_resume is not None:
+            self._command_resume(self._start_resume, self._start_follow_up)
+        elif self._start_task is not None:
+            self.transcript.add_user(self._start_task.problem_statement.strip())
+            self.session.start(self._start_task)
+
+    # -- from the session's thread -------------------------------------------------------------
+
+    def _from_session(self, event: Event) -> None:
+        self.post_message(SessionEvent(event))
+
+    def _ask(self, request: ApprovalRequest) -> None:
+        self.post_message(ApprovalAsked(request))
+
+    def on_session_event(self, message: SessionEvent) -> None:
+        event = message.event
+        try:
+            self._show(event)
+        except Exception as exc:  # a display bug must not take the session down with it
+            self.transcript.add_notice(f"(could not show a {event.kind} event: {type(exc).__name__}: {exc})", "error")
+        self._refresh_status()
+
+    def _show(self, event: Event) -> None:
+        transcript, kind = self.transcript, event.kind
+        self.candidates.follow(event)
+        if event.run_id in self.session.candidate_runs:  # several candidates: one is shown live
+            if self._live_candidate is None:
+                self._live_candidate = event.run_id
+                transcript.add_notice("Showing the first candidate live; the panel below follows them all.")
+            if event.run_id != self._live_candidate or kind == "finished":
+                return
+        if kind == "run_started":
+            transcript.show_run_started(event)
+        elif kind == "model_output":
+            transcript.show_model_output(event)
+        elif kind == "tool_called":
+            transcript.show_tool_called(event)
+        elif kind == "observation":
+            transcript.show_observed(event)
+        elif kind == "patch_changed":
+            self._set_patch(event.patch)
+        elif kind == "finished":
+            self._set_patch(event.patch)
+            transcript.show_finished(event)
+        elif kind == "notice":
+            transcript.add_notice(event.text, event.level)
+        elif kind == "resumed":
+            transcript.reset()
+            transcript.show_history(event.trajectory)
+            self._set_patch(event.trajectory.patch or "")
+            if self._resume_follow_up:
+                transcript.add_user(self._resume_follow_up)
+                self._resume_follow_up = None
+
+    def on_approval_asked(self, message: ApprovalAsked) -> None:
+        request = message.request
+        if request.answered or self._quitting:
+            return
+        self.bell()
+        self.push_screen(ApprovalScreen(request),
+                         lambda decision: request.answer(decision or Decision("deny")))
+
+    # -- the user ------------------------------------------------------------------------------
+
+    def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
+        text = message.text
+        command = parse(text)
+        if command is not None:
+            self._run_command(command)
+            return
+        if text.startswith("//"):
+            text = text[1:]
+        if self.diff.has_class("-shown") and not self._wide():  # back from the patch to the conversation
+            self._diff_choice = None
+            self._layout_diff()
+        outcome = self.session.submit(text)
+        if outcome in ("started", "continued", "queued"):
+            self.transcript.add_user(text, queued=outcome == "queued")
+        self._refresh_status()
+
+    def _run_command(self, command: SlashCommand) -> None:
+        name = resolve(command.name)
+        if name is None:
+            self.transcript.add_notice(f"Unknown command /{command.name}: /help lists them.", "warning")
+            return
+        getattr(self, f"_command_{name}")(command.argument)
+        self._refresh_status()
+
+    def _command_model(self, argument: str) -> None:
+        if not argument:
+            self.transcript.add_notice(f"Model: {self.session.model_name}. Switch with /model NAME.")
+            return
+        try:
+            self.session.set_model(argument)
+        except ModelConfigError as exc:
+            self.transcript.add_notice(str(exc), "error")
+            return
+        self.transcript.add_notice(f"Model: {argument} (from the next step).", "success")
+
+    def _command_mode(self, argument: str) -> None:
+        if argument:
+            try:
+                self.session.set_mode(argument)
+            except ValueError as exc:
+                self.transcript.add_notice(str(exc), "error")
+                return
+        self.transcript.add_notice(f"Approval mode: {self.session.mode} (one of {', '.join(MODES)}).")
+
+    def _command_diff(self, argument: str) -> None:
+        self._diff_choice = not self.diff.has_class("-shown")
+        self._layout_diff()
+        if self._diff_choice and not self.diff.patch.strip():
+            self.transcript.add_notice("No changes yet.")
+
+    def _command_undo(self, argument: str) -> None:
+        self.session.undo()
+
+    def _command_apply(self, argument: str) -> None:
+        self.session.apply(argument or None)
+
+    def _command_cost(self, argument: str) -> None:
+        stats = self.session.stats
+        self.transcript.add_notice(
+            f"{stats.steps} steps · {stats.prompt_tokens:,} prompt + {stats.completion_tokens:,} completion tokens · "
+            f"${stats.cost:.4f} · model {self.session.model_name}"
+            + ("" if stats.cost else " (a replayed or unpriced model costs $0)"))
+
+    def _command_candidates(self, argument: str) -> None:
+        self.candidates.toggle_class("-shown")
+        self.candidates.refresh_table()
+
+    def _command_resume(self, argument: str, follow_up: str | None = None) -> None:
+        if not argument:
+            recent = self.session.recent(10)
+            if not recent:
+                self.transcript.add_notice(f"No saved session for {self.session.repo}.")
+                return
+            lines = [f"  {header.id}  {header.issue[:50]}" for header in recent]
+            self.transcript.add_notice("Saved sessions for this repository (newest first):\n" + "\n".join(lines)
+                                       + "\n/resume ID (or a prefix), or /resume last")
+            return
+        try:
+            self.session.resume(argument, follow_up=follow_up)
+        except (TrajectoryError, RuntimeError) as exc:
+            self.transcript.add_notice(str(exc), "error")
+            return
+        self._resume_follow_up = follow_up  # shown after the saved conversation
+
+    def _command_clear(self, argument: str) -> None:
+        if self.session.clear():
+            self.transcript.reset()
+            self.candidates.reset()
+            self._live_candidate = None
+            self._set_patch("")
+
+    def _command_help(self, argument: str) -> None:
+        self.transcript.add_notice(help_text())
+
+    def _command_quit(self, argument: str) -> None:
+        self.action_quit()
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def action_interrupt(self) -> None:
+        now = time.monotonic()
+        if now - self._last_ctrl_c < DOUBLE_PRESS_SECONDS:
+            self.action_quit()
+            return
+        self._last_ctrl_c = now
+        if self.session.interrupt():
+            if isinstance(self.screen, ApprovalScreen):
+                self.screen.answer(Decision("deny", "the user interrupted the run"))
+            self.transcript.add_notice("Interrupting the running step… (Ctrl-C again to quit)", "warning")
+        else:
+            self.transcript.add_notice("Press Ctrl-C again to quit.")
+
+    def action_quit(self) -> None:
+        if self._quitting:
+            return
+        self._quitting = True
+        self.transcript.add_notice("Stopping the agent and removing the sandbox…")
+
+        def clean_up() -> None:
+            try:
+                self.session.close()
+            finally:
+                try:
+                    self.call_from_thread(self.exit, 0)
+                except RuntimeError:  # the app has already gone
+                    pass
+
+        threading.Thread(target=clean_up, name="codeagent-quit", daemon=True).start()
+
+    def action_cycle_mode(self) -> None:
+        self.session.set_mode(next_mode(self.session.mode))
+        self.notify(f"Approval mode: {self.session.mode}", timeout=2)
+        self._refresh_status()
+
+    def action_escape(self) -> None:
+        if self.diff.has_class("-shown") and not self._wide():
+            self._diff_choice = False
+            self._layout_diff()
+        self.prompt.focus()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _set_patch(self, patch: str) -> None:
+        self.diff.update_patch(patch)
+        self._layout_diff()
+
+    def _layout_diff(self) -> None:
+        shown = self._diff_choice if self._diff_choice is not None else (self._wide() and bool(self.diff.patch.strip()))
+        self.diff.set_class(shown, "-shown")
+        self.transcript.set_class(shown and not self._wide(), "-hidden")
+
+    def _wide(self) -> bool:
+        return self.size.width >= WIDE
+
+    def on_resize(self) -> None:
+        self._layout_diff()
+
+    def _refresh_status(self) -> None:
+        self.status_bar.show(self.session.status())

@@ -1,0 +1,251 @@
+"""When to ask the user before a tool call runs, and what to show them.
+
+Three modes, as in other terminal agents: `suggest` asks before every command and every edit,
+`auto-edit` lets edits run and asks before commands, `full-auto` never asks (the sandbox is the
+guard). Reads (viewing files, search, code navigation, submit) never ask.
+
+"Always allow" remembers, for this session, the command prefixes of a shell command (`git status`,
+`python -m pytest`, `ls` ...) or the path of an edit. A shell command is allowed by the rules only
+when every simple command in it matches a remembered prefix and it has nothing the prefixes cannot
+see: command substitution, subshells, background jobs, or redirections other than to /dev/null
+and between stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES = ("suggest", "auto-edit", "full-auto")
+READ_TOOLS = {"search", "navigate", "submit"}
+EDIT_COMMANDS = {"create", "str_replace", "insert", "undo_edit"}
+# Programs whose first argument names what they do (`git status` is not `git push`).
+SUBCOMMAND_PROGRAMS = {"git", "pip", "pip3", "npm", "npx", "yarn", "pnpm", "cargo", "go", "uv", "poetry",
+                       "conda", "docker", "kubectl", "make", "bundle", "rake", "dotnet", "mvn", "gradle"}
+PYTHONS = {"python", "python3"}
+SEPARATORS = {";", "&&", "||", "|", "|&"}
+PUNCTUATION = set("();<>|&")
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def classify(tool: str, arguments: dict[str, Any]) -> str:
+    """'read', 'edit' or 'command'. Tools we do not know are treated as commands."""
+    if tool in READ_TOOLS:
+        return "read"
+    if tool == "editor":
+        return "edit" if arguments.get("command") in EDIT_COMMANDS else "read"
+    return "command"
+
+
+def command_prefixes(command: str) -> list[tuple[str, ...]] | None:
+    """The prefix of each simple command in a shell command line, or None when the line does
+    something a prefix rule cannot vouch for (then it is always asked about)."""
+    if "`" in command or "$(" in command or "<(" in command or ">(" in command:
+        return None
+    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes
+        return None
+    segments: list[list[str]] = [[]]
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        following = tokens[index + 1] if index + 1 < len(tokens) else ""
+        if token in SEPARATORS:
+            segments.append([])
+        elif token in (">", ">>", "&>") and following == "/dev/null" or token == ">&" and following in ("1", "2"):
+            _drop_fd(segments[-1])
+            index += 1
+        elif token and all(char in PUNCTUATION for char in token):
+            return None  # other redirections, subshells, background jobs
+        else:
+            segments[-1].append(token)
+        index += 1
+    prefixes = [_prefix(words) for words in segments if words]
+    return prefixes or None
+
+
+def _drop_fd(words: list[str]) -> None:
+    if words and words[-1] in ("1", "2"):  # the `2` of `2>/dev/null`
+        words.pop()
+
+
+def _prefix(words: list[str]) -> tuple[str, ...]:
+    """`git status`, `python -m pytest`, `ls`; variable assignments in front belong to it."""
+    assignments = 0
+    while assignments < len(words) - 1 and ASSIGNMENT.match(words[assignments]):
+        assignments += 1
+    head, words = tuple(words[:assignments]), words[assignments:]
+    program = words[0]
+    if program in PYTHONS and len(words) >= 3 and words[1] == "-m":
+        return head + tuple(words[:3])
+    if program in SUBCOMMAND_PROGRAMS and len(words) >= 2 and not words[1].startswith("-"):
+        return head + tuple(words[:2])
+    return head + (program,)
+
+
+def _edit_path(arguments: dict[str, Any], workdir: str = "/testbed") -> str:
+    path = str(arguments.get("path", ""))
+    if path.startswith(workdir.rstrip("/") + "/"):
+        path = path[len(workdir.rstrip("/")) + 1:]
+    return path.removeprefix("./")
+
+
+@dataclass
+class Decision:
+    """The user's answer: allow `once`, allow `always` (remember the rule), or `deny` with a reason."""
+
+    kind: str  # once | always | deny
+    reason: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.kind in ("once", "always")
+
+
+@dataclass(eq=False)
+class ApprovalRequest:
+    """One question to the user, answered from any thread; the agent's thread waits for it."""
+
+    tool: str
+    arguments: dict[str, Any]
+    kind: str  # edit | command
+    title: str
+    body: str  # the command, or the edit as a unified diff
+    body_language: str  # "bash" | "diff" | "json"
+    always_label: str | None  # what "always allow" would remember; None: not offered
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    decision: Decision | None = None
+
+    def answer(self, decision: Decision) -> bool:
+        """The first answer wins; returns False when it was already answered."""
+        if self._done.is_set():
+            return False
+        self.decision = decision
+        self._done.set()
+        return True
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> Decision | None:
+        self._done.wait(timeout)
+        return self.decision
+
+
+class ApprovalPolicy:
+    """The mode and the session's "always allow" rules."""
+
+    def __init__(self, mode: str = "suggest"):
+        self.mode = check_mode(mode)
+        self.prefixes: set[tuple[str, ...]] = set()
+        self.paths: set[str] = set()
+        self.tools: set[str] = set()
+
+    def needs_approval(self, tool: str, arguments: dict[str, Any]) -> bool:
+        kind = classify(tool, arguments)
+        if kind == "read" or self.mode == "full-auto":
+            return False
+        if kind == "edit":
+            return self.mode == "suggest" and _edit_path(arguments) not in self.paths
+        if tool != "bash":
+            return tool not in self.tools
+        prefixes = command_prefixes(str(arguments.get("command", "")))
+        return prefixes is None or not all(self._allowed(prefix) for prefix in prefixes)
+
+    def _allowed(self, prefix: tuple[str, ...]) -> bool:
+        return any(prefix[:len(rule)] == rule for rule in self.prefixes)
+
+    def always_label(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        kind = classify(tool, arguments)
+        if kind == "edit":
+            return f"edits to {_edit_path(arguments)}"
+        if tool != "bash":
+            return f"the {tool} tool"
+        prefixes = command_prefixes(str(arguments.get("command", "")))
+        if prefixes is None:
+            return None
+        unique = list(dict.fromkeys(" ".join(prefix) for prefix in prefixes))
+        return ", ".join(f"`{prefix} …`" for prefix in unique)
+
+    def remember(self, tool: str, arguments: dict[str, Any]) -> None:
+        kind = classify(tool, arguments)
+        if kind == "edit":
+            self.paths.add(_edit_path(arguments))
+        elif tool != "bash":
+            self.tools.add(tool)
+        else:
+            self.prefixes.update(command_prefixes(str(arguments.get("command", ""))) or [])
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"unknown approval mode {mode!r}; choose one of {', '.join(MODES)}")
+    return mode
+
+
+def next_mode(mode: str) -> str:
+    return MODES[(MODES.index(mode) + 1) % len(MODES)]
+
+
+def build_request(policy: ApprovalPolicy, tool: str, arguments: dict[str, Any], read_file=None) -> ApprovalRequest:
+    """What the dialog shows. `read_file(path) -> bytes` reads the sandbox, to preview an edit."""
+    kind = classify(tool, arguments)
+    label = policy.always_label(tool, arguments)
+    if tool == "bash":
+        return ApprovalRequest(tool, arguments, "command", "Run this command?", str(arguments.get("command", "")),
+                               "bash", label)
+    if kind == "edit":
+        path = _edit_path(arguments)
+        body, language = preview_edit(arguments, read_file)
+        verb = "Create" if arguments.get("command") == "create" else "Edit"
+        return ApprovalRequest(tool, arguments, "edit", f"{verb} {path}?", body, language, label)
+    return ApprovalRequest(tool, arguments, kind, f"Call the {tool} tool?",
+                           json.dumps(arguments, indent=2, ensure_ascii=False), "json", label)
+
+
+def preview_edit(arguments: dict[str, Any], read_file=None) -> tuple[str, str]:
+    """The edit as a unified diff when it can be worked out, else its arguments as JSON."""
+    command = arguments.get("command")
+    path = _edit_path(arguments)
+    fallback = json.dumps(arguments, indent=2, ensure_ascii=False), "json"
+    if command == "undo_edit":
+        return f"Undo the agent's last edit to {path}.", "text"
+    if command == "create":
+        return _unified("", str(arguments.get("file_text", "")), path, new_file=True), "diff"
+    if read_file is None:
+        return fallback
+    try:
+        old = read_file(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return fallback
+    if command == "str_replace":
+        old_str, new_str = arguments.get("old_str") or "", arguments.get("new_str") or ""
+        if not old_str or old.count(old_str) != 1:
+            return fallback  # the editor will refuse it and say why
+        return _unified(old, old.replace(old_str, new_str, 1), path), "diff"
+    if command == "insert":
+        lines = old.split("\n")
+        final_newline = old.endswith("\n")
+        if final_newline:
+            lines.pop()
+        line = arguments.get("insert_line")
+        if not isinstance(line, int) or not 0 <= line <= len(lines):
+            return fallback
+        lines[line:line] = str(arguments.get("new_str", "")).removesuffix("\n").split("\n")
+        return _unified(old, "\n".join(lines) + ("\n" if final_newline else ""), path), "diff"
+    return fallback
+
+
+def _unified(old: str, new: str, path: str, new_file: bool = False) -> str:
+    diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                fromfile="/dev/null" if new_file else f"a/{path}", tofile=f"b/{path}")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in diff)

@@ -1,0 +1,64 @@
+"""Slash commands: their names, help, and parsing (no Textual here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: (arguments, what it does) -- kept short: the help must read well at 80 columns
+    "model": ("[NAME]", "show, or switch model from the next step"),
+    "mode": ("[MODE]", "approval mode: suggest, auto-edit or full-auto"),
+    "diff": ("", "show or hide the patch against the base commit"),
+    "undo": ("", "revert the agent's last change to the files"),
+    "apply": ("[PATH]", "apply the patch to your working tree (or PATH)"),
+    "cost": ("", "tokens, cost and steps so far"),
+    "candidates": ("", "show or hide the candidates panel"),
+    "resume": ("[ID|last]", "list saved sessions, or continue one"),
+    "clear": ("", "forget this task (it stays saved); start anew"),
+    "help": ("", "this help"),
+    "quit": ("", "stop the agent, remove the sandbox, exit"),
+}
+
+KEYS = [
+    ("Enter", "send; while the agent runs, it reads it next step"),
+    ("Ctrl-J, \\ Enter", "new line"),
+    ("Up", "the previous message again (in an empty box)"),
+    ("Ctrl-C", "interrupt the running step; twice: quit"),
+    ("Shift+Tab", "cycle the approval mode"),
+    ("Tab, click", "move to a tool call; Enter expands its output"),
+]
+
+
+@dataclass
+class SlashCommand:
+    name: str
+    argument: str
+
+
+def parse(text: str) -> SlashCommand | None:
+    """`/name argument` -> SlashCommand; None when the text is not a command (a message). A
+    leading `//` sends a message that starts with `/`."""
+    text = text.strip()
+    if not text.startswith("/") or text.startswith("//"):
+        return None
+    name, _, argument = text[1:].partition(" ")
+    return SlashCommand(name.lower(), argument.strip())
+
+
+def resolve(name: str) -> str | None:
+    """A command's full name from a unique prefix (`/q` is /quit)."""
+    if name in COMMANDS:
+        return name
+    matches = [command for command in COMMANDS if command.startswith(name)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def help_text() -> str:
+    width = max(len(f"/{name} {args}".strip()) for name, (args, _) in COMMANDS.items())
+    lines = ["Commands:"]
+    for name, (args, what) in COMMANDS.items():
+        lines.append(f"  {f'/{name} {args}'.strip():<{width}}  {what}")
+    lines.append("Keys:")
+    key_width = max(len(key) for key, _ in KEYS)
+    lines.extend(f"  {key:<{key_width}}  {what}" for key, what in KEYS)
+    return "\n".join(lines)

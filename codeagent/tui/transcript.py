@@ -1,0 +1,221 @@
+"""The transcript: the user's messages, the model's (Markdown), each tool call as a compact block
+that expands to its full output, and what the session says (notices, end of a run)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Collapsible, Markdown, Static
+
+from ..events import Finished, ModelOutput, Observed, RunStarted, ToolCalled
+from .diff_panel import diff_content
+
+SUMMARY_CHARS = 64
+LEVEL_STYLES = {"info": "dim", "success": "green", "warning": "yellow", "error": "bold red"}
+STATUS_ICONS = {"submitted": ("✓", "green"), "interrupted": ("■", "yellow")}
+
+
+def describe_call(tool: str, arguments: dict[str, Any]) -> str:
+    """One line for a tool call: `$ command`, `edit path`, `search 'pattern'`..."""
+    if tool == "bash":
+        lines = str(arguments.get("command", "")).strip().splitlines() or [""]
+        text = "$ " + lines[0] + (" …" if len(lines) > 1 else "")
+    elif tool == "editor":
+        command = arguments.get("command", "")
+        verb = {"str_replace": "edit", "insert": "insert into", "create": "create", "view": "view",
+                "undo_edit": "undo edit of"}.get(command, command)
+        text = f"{verb} {arguments.get('path', '')}"
+        if command == "view" and arguments.get("view_range"):
+            text += " [{}:{}]".format(*arguments["view_range"][:2]) if len(arguments["view_range"]) >= 2 else ""
+    elif tool == "submit":
+        text = "submit"
+    elif tool in ("search", "navigate") and arguments.get("command"):
+        words = [str(arguments["command"])]
+        for key in ("pattern", "symbol", "focus"):
+            if arguments.get(key):
+                words.append(repr(arguments[key]))
+        for key in ("path", "include"):
+            if arguments.get(key):
+                words.append(f"in {arguments[key]}")
+        text = f"{tool} " + " ".join(words)
+    else:
+        details = " ".join(f"{key}={value!r}" for key, value in arguments.items() if value not in (None, ""))
+        text = f"{tool} {details}".strip()
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
+
+
+def edit_preview(arguments: dict[str, Any]) -> str | None:
+    """An edit's old and new text as -/+ lines (the block's body, above the tool's output)."""
+    command = arguments.get("command")
+    if command == "str_replace":
+        old = ["-" + line for line in str(arguments.get("old_str", "")).splitlines()]
+        new = ["+" + line for line in str(arguments.get("new_str", "")).splitlines()]
+        return "\n".join(old + new)
+    if command in ("insert", "create"):
+        text = arguments.get("new_str") if command == "insert" else arguments.get("file_text")
+        return "\n".join("+" + line for line in str(text or "").splitlines())
+    return None
+
+
+def advice(event: Finished) -> str:
+    """What the user can do after a run ended this way."""
+    message = event.message.strip()
+    status = event.exit_status
+    if status == "submitted":
+        return "Review the patch with /diff, apply it to your working tree with /apply, or type a follow-up."
+    if status == "interrupted":
+        return "Type a message to continue, /undo to revert the last change, or press Ctrl-C again to quit."
+    if status == "model_error":
+        if "ReplayExhausted" in message:
+            return ("The recorded trajectory has no more turns. Choose a model with /model NAME "
+                    "(e.g. /model gpt-4o) to continue.")
+        return (f"{message}\nCheck the model name and its API key (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...), "
+                "or switch with /model NAME; then type a message to continue.")
+    if status == "sandbox_error":
+        return f"{message}\nYour next message starts a new sandbox with the patch so far."
+    if status in ("max_steps", "max_cost", "max_time"):
+        return f"Stopped: {message}. Type a message to give it another turn (limits apply per turn)."
+    if status == "format_errors":
+        return f"{message}\nType a message to try again, or switch model with /model NAME."
+    return message
+
+
+class ToolBlock(Collapsible):
+    """`▶ $ pytest -q · exit 0 · 0.42s`, expanding to the call's full output."""
+
+    DEFAULT_CSS = """
+    ToolBlock {
+        border-top: none;
+        padding: 0;
+        margin: 0;
+        background: $background;
+    }
+    ToolBlock > Contents { padding: 0 0 0 4; }
+    ToolBlock .body { color: $text-muted; }
+    ToolBlock .edit { color: $text; }
+    """
+
+    def __init__(self, event: ToolCalled):
+        self.summary = describe_call(event.tool, event.arguments)
+        preview = edit_preview(event.arguments) if event.tool == "editor" else None
+        self._edit = Static(diff_content(preview), classes="edit") if preview else None
+        self._output = Static(Content("…"), classes="body")
+        children = [self._edit, self._output] if self._edit else [self._output]
+        super().__init__(*children, title=self._label("running…", "yellow"), collapsed=True)
+
+    def _label(self, status: str, style: str) -> Content:
+        return Content.assemble((self.summary, "bold"), (" · ", "dim"), (status, style))
+
+    def finish(self, event: Observed) -> None:
+        if event.timed_out:
+            status, style = f"timed out · {event.seconds:.2f}s", "red"
+        elif event.exit_code is not None:
+            status = f"exit {event.exit_code} · {event.seconds:.2f}s"
+            style = "green" if event.exit_code == 0 and not event.error else "red"
+        else:
+            status, style = ("error" if event.error else "ok") + f" · {event.seconds:.2f}s", \
+                "red" if event.error else "green"
+        self.title = self._label(status, style)
+        self._output.update(Content(event.output.rstrip("\n") or "(no output)"))
+
+
+class Transcript(VerticalScroll):
+    DEFAULT_CSS = """
+    Transcript { height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
+    Transcript > .user { margin: 1 0 0 0; color: $text; background: $boost; padding: 0 1; }
+    Transcript > .user.-queued { color: $text-muted; }
+    Transcript > Markdown { margin: 1 0 0 0; padding: 0; background: $background; }
+    Transcript > Markdown > MarkdownParagraph { margin: 0; }
+    Transcript > .notice { margin: 0; }
+    Transcript > .banner { color: $warning; margin: 0 0 1 0; }
+    Transcript > .finished { margin: 1 0 0 0; }
+    Transcript > .welcome { color: $text-muted; }
+    """
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.blocks: dict[str, ToolBlock] = {}
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    def _add(self, widget) -> None:
+        self.mount(widget)  # anchored: follows the end unless the user scrolled up to read
+
+    def add_user(self, text: str, queued: bool = False) -> None:
+        label = "› " + text + ("   (queued: read before the next step)" if queued else "")
+        self._add(Static(Content(label), classes="user" + (" -queued" if queued else "")))
+        self.anchor()  # the user's own message brings the view back to the end
+
+    def add_assistant(self, text: str) -> None:
+        if text.strip():
+            self._add(Markdown(text.strip()))
+
+    def add_notice(self, text: str, level: str = "info") -> None:
+        self._add(Static(Content.styled(text, LEVEL_STYLES.get(level, "")), classes=f"notice -{level}"))
+
+    def add_welcome(self, text: str) -> None:
+        self._add(Static(Content(text), classes="welcome"))
+
+    def show_run_started(self, event: RunStarted) -> None:
+        if event.replay:
+            self._add(Static(Content("REPLAY: no model is configured, so this run plays back a recorded trajectory; "
+                                     "the commands and tests run for real in the sandbox."), classes="banner"))
+
+    def show_model_output(self, event: ModelOutput) -> None:
+        self.add_assistant(event.text)
+        if event.format_error:
+            self.add_notice(f"Unusable reply: {event.format_error}", "warning")
+
+    def show_tool_called(self, event: ToolCalled) -> None:
+        block = ToolBlock(event)
+        self.blocks[f"{event.run_id}/{event.call_id}"] = block
+        self._add(block)
+
+    def show_observed(self, event: Observed) -> None:
+        block = self.blocks.get(f"{event.run_id}/{event.call_id}")
+        if block is not None:
+            block.finish(event)
+
+    def show_finished(self, event: Finished) -> None:
+        icon, style = STATUS_ICONS.get(event.exit_status, ("!", "red" if "error" in event.exit_status else "yellow"))
+        line = Content.assemble((f"{icon} {event.exit_status}", f"bold {style}"),
+                                (f" · {event.steps} steps · ${event.cost:.4f} · {event.seconds:.1f}s", "dim"))
+        self._add(Static(line, classes="finished"))
+        self.add_notice(advice(event), "info" if event.exit_status == "submitted" else "warning")
+
+    def show_history(self, trajectory: Any) -> None:
+        """A saved trajectory's conversation, as it would have been shown live."""
+        task = trajectory.task or {}
+        self.add_user(str(task.get("problem_statement", "")).strip())
+        stats = {call.id: call for step in trajectory.steps for call in step.tool_calls}
+        outputs = {m.get("tool_call_id"): m.get("content") or "" for m in trajectory.messages if m.get("role") == "tool"}
+        for message in trajectory.messages[2:]:  # after the system prompt and the rendered issue
+            role = message.get("role")
+            if role == "user":
+                self.add_user(str(message.get("content") or ""))
+            elif role == "assistant":
+                self.add_assistant(str(message.get("content") or ""))
+                for call in message.get("tool_calls") or []:
+                    function = call.get("function") or {}
+                    try:
+                        arguments = json.loads(function.get("arguments") or "{}")
+                    except ValueError:
+                        arguments = {"arguments": function.get("arguments")}
+                    stat = stats.get(call.get("id"))
+                    block = ToolBlock(ToolCalled(tool=function.get("name", "?"), call_id=call.get("id", ""),
+                                                 arguments=arguments if isinstance(arguments, dict) else {}))
+                    self._add(block)
+                    block.finish(Observed(output=str(outputs.get(call.get("id"), "")),
+                                          exit_code=stat.exit_code if stat else None,
+                                          timed_out=bool(stat and stat.timed_out),
+                                          seconds=(stat.seconds or 0.0) if stat else 0.0))
+        if trajectory.exit_status:
+            self.add_notice(f"(saved session {trajectory.id}: it ended as {trajectory.exit_status})")
+
+    def reset(self) -> None:
+        self.blocks.clear()
+        self.remove_children()

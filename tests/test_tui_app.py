@@ -1,0 +1,215 @@
+"""The TUI driven by Textual's pilot: whole sessions with the scripted model in a real Docker sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import time
+
+import pytest
+
+from codeagent.config import Config
+from codeagent.models import ModelRequestError, ScriptedModel
+from codeagent.trajectory.store import TrajectoryStore
+from codeagent.tui.app import CodeagentApp
+from codeagent.tui.approval_screen import ApprovalScreen
+from codeagent.tui.session import Session
+
+from .conftest import git
+from .test_tui_session import FILES, call, fix_add
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def sync(test):
+    """Run an async test with asyncio (no pytest plugin needed)."""
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+def screen_text(app) -> str:
+    """What the terminal shows, as plain text (the compositor's full frame, dialogs included)."""
+    from rich.console import Console
+
+    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(), record=True,
+                      force_terminal=True, color_system=None)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text()
+
+
+async def until(pilot, predicate, timeout: float = 30, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}\n{screen_text(pilot.app)}")
+        await pilot.pause(0.05)
+
+
+async def type_line(pilot, text: str) -> None:
+    """Type a line key by key, then Enter."""
+    await pilot.press(*text, "enter")
+
+
+async def send(pilot, text: str) -> None:
+    """Put a line in the input box (typing long lines key by key is slow), then press Enter."""
+    pilot.app.prompt.load_text(text)
+    await pilot.press("enter")
+
+
+async def approve(pilot, *keys: str, title: str) -> str:
+    app = pilot.app
+    await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what=f"the dialog {title!r}")
+    dialog = app.screen
+    await pilot.pause(0.05)
+    shown = screen_text(app)
+    assert title in shown, shown
+    await pilot.press(*keys)
+    # the next dialog may open at once: wait for this one to go, not for no dialog
+    await until(pilot, lambda: app.screen is not dialog, what="the dialog to close")
+    return shown
+
+
+def make_app(repo, tmp_path, turns, mode="suggest", **options):
+    store = TrajectoryStore(tmp_path / "trajectories")
+    model = ScriptedModel(turns)
+    session = Session(Config(agent={"localize": False}), model, repo=str(repo), mode=mode, store=store)
+    return CodeagentApp(session, **options), session, model
+
+
+async def quit_app(pilot, session) -> None:
+    await pilot.press("ctrl+q")
+    await until(pilot, lambda: not pilot.app.is_running or session.sandbox_state == "closed", what="quit")
+
+
+@sync
+async def test_a_whole_session_approve_deny_diff_undo_apply(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    target = make_repo(FILES, name="checkout")  # where /apply writes
+    turns = [call("bash", "Let me look at **calc.py**.", command="cat calc.py"), fix_add("Fix the sign."),
+             call("bash", command="rm README.md"), call("submit"),
+             call("editor", command="insert", path="calc.py", insert_line=0, new_str="# calculator"), call("submit")]
+    app, session, model = make_app(repo, tmp_path, turns)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await type_line(pilot, "add() subtracts")
+        shown = await approve(pilot, "y", title="Run this command?")
+        assert "cat calc.py" in shown and "Allow once [y]" in shown
+        shown = await approve(pilot, "a", title="Edit calc.py?")
+        assert "+    return a + b" in shown and "Always allows, this session: edits to calc.py" in shown
+        await approve(pilot, "n", *"keep the README", "enter", title="Run this command?")
+        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
+        assert "keep the README" in model.calls[3][-1]["content"]
+        assert "+    return a + b" in app.diff.patch
+        await pilot.pause(0.1)
+        shown = screen_text(app)
+        assert "✓ submitted · 4 steps" in shown and "/apply" in shown
+        block = next(b for b in app.transcript.blocks.values() if b.summary == "$ cat calc.py")
+        block.query_one("CollapsibleTitle").focus()
+        await pilot.press("enter")  # a tool call expands to its full output
+        await pilot.pause(0.1)
+        assert "def add(a, b):\n" in "\n".join(line.strip() for line in screen_text(app).splitlines()) + "\n"
+        app.prompt.focus()
+
+        await send(pilot, "Add a header comment too.")  # calc.py edits are allowed always now
+        await until(pilot, lambda: "+# calculator" in app.diff.patch and not session.busy, what="the follow-up")
+        assert model.calls[4][-1] == {"role": "user", "content": "Add a header comment too."}
+
+        await type_line(pilot, "/undo")
+        await until(pilot, lambda: "+# calculator" not in app.diff.patch and not session.busy, what="/undo")
+        assert "+    return a + b" in app.diff.patch
+        assert session.sandbox.read_file("calc.py") == b"def add(a, b):\n    return a + b\n"
+
+        await send(pilot, "/diff")  # at 80 columns the patch takes the place of the transcript
+        await pilot.pause(0.1)
+        assert "+    return a + b" in screen_text(app) and "Run this command?" not in screen_text(app)
+        await pilot.press("escape")
+
+        await send(pilot, f"/apply {target}")
+        await until(pilot, lambda: not session.busy, what="/apply")
+        assert (target / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+        git(target, "checkout", "calc.py")
+        (target / "calc.py").write_text("mine\n")
+        await send(pilot, f"/apply {target}")
+        await until(pilot, lambda: not session.busy, what="/apply")
+        await pilot.pause(0.1)
+        assert (target / "calc.py").read_text() == "mine\n" and "uncommitted changes" in screen_text(app)
+        await quit_app(pilot, session)
+    assert session.sandbox is None
+
+
+@sync
+async def test_interrupt_then_quit_then_resume_the_session(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    turns = [fix_add(), call("bash", command="sleep 60")]
+    app, session, _ = make_app(repo, tmp_path, turns, mode="full-auto")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_line(pilot, "add() subtracts")
+        await until(pilot, lambda: "$ sleep 60 · running…" in screen_text(app), what="the long command")
+        begun = time.monotonic()
+        await pilot.press("ctrl+c")  # stops the step, not the app
+        await until(pilot, lambda: session.last_status == "interrupted" and not session.busy, what="the interrupt")
+        assert time.monotonic() - begun < 15 and app.is_running
+        await pilot.pause(0.1)
+        assert "Ctrl-C again to quit" in screen_text(app)
+        await pilot.press("ctrl+c")  # the second press quits
+        await until(pilot, lambda: session.sandbox_state == "closed", what="the sandbox to go")
+    first = session.trajectory_id
+
+    app, session, model = make_app(repo, tmp_path, [call("bash", command="cat calc.py"), call("submit")],
+                                   mode="full-auto", resume="last")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: session.sandbox_state == "ready" and not session.busy, what="the resume")
+        await pilot.pause(0.1)
+        shown = screen_text(app)
+        assert "› add() subtracts" in shown and "edit calc.py" in shown and "$ sleep 60" in shown  # the history
+        await send(pilot, "Go on.")
+        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the continuation")
+        assert model.calls[0][-1] == {"role": "user", "content": "Go on."}
+        assert "return a + b" in model.calls[1][-1]["content"]  # the new sandbox has the session's patch
+        assert session.trajectory_id == first
+        await quit_app(pilot, session)
+
+
+@sync
+async def test_errors_resizes_and_commands_do_not_crash_the_app(make_repo, tmp_path):
+    repo = make_repo(FILES)
+
+    def broken(messages):
+        raise ModelRequestError("401 Unauthorized: invalid API key")
+
+    app, session, _ = make_app(repo, tmp_path, [broken, call("submit")], mode="full-auto")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await type_line(pilot, "add() subtracts")
+        await until(pilot, lambda: session.last_status == "model_error" and not session.busy, what="the model error")
+        await pilot.pause(0.1)
+        assert "Check the model name and its API key" in screen_text(app)
+        for width, height in ((40, 12), (200, 60), (80, 24)):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause(0.05)
+        for command in ("/help", "/cost", "/mode auto-edit", "/nonsense", "/resume", "/candidates", "/model"):
+            await send(pilot, command)
+        await pilot.press("shift+tab")
+        await pilot.pause(0.1)
+        assert session.mode == "full-auto" and "Unknown command /nonsense" in screen_text(app)
+        await send(pilot, "Try again.")
+        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the retry")
+        await quit_app(pilot, session)
+
+
+@sync
+async def test_ctrl_c_in_a_dialog_denies_and_interrupts(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    app, session, model = make_app(repo, tmp_path, [call("bash", command="rm -rf /testbed"), call("submit")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await type_line(pilot, "clean up")
+        await approve(pilot, "ctrl+c", title="Run this command?")
+        await until(pilot, lambda: session.last_status == "interrupted" and not session.busy, what="the interrupt")
+        assert len(model.calls) == 1 and session.sandbox.read_file("calc.py")  # nothing ran
+        await send(pilot, "/clear")
+        await until(pilot, lambda: session.sandbox_state == "none" and not session.busy, what="/clear")
+        await pilot.pause(0.1)
+        assert "Cleared" in screen_text(app) and session.task is None
+        await quit_app(pilot, session)

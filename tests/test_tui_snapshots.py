@@ -1,0 +1,188 @@
+"""Snapshots of the TUI's main screens, as text, fed with a fixed event stream (no model, no sandbox).
+
+A snapshot is the terminal's text at a given size, in tests/snapshots/tui_*.txt. After an intended
+change of the UI, look at the new screens and accept them with CODEAGENT_UPDATE_SNAPSHOTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from codeagent.config import Config
+from codeagent.events import (
+    CandidateScored,
+    Finished,
+    ModelOutput,
+    Observed,
+    PatchChanged,
+    RunStarted,
+    SelectionMade,
+    StepStarted,
+    ToolCalled,
+)
+from codeagent.models import ScriptedModel
+from codeagent.tui.app import CodeagentApp
+from codeagent.tui.approval import ApprovalPolicy, build_request
+from codeagent.tui.session import Session
+
+from .test_tui_app import screen_text, send, sync
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+RUN = "20260101-120000-0a1b2c3d"
+PATCH = """diff --git a/shop/cart.py b/shop/cart.py
+index 3f1c2aa..9d0e1b2 100644
+--- a/shop/cart.py
++++ b/shop/cart.py
+@@ -18,5 +18,9 @@ class Cart:
+     def remove(self, sku: str, quantity: int) -> None:
+         line = self._lines[sku]
++        if quantity > line.quantity:
++            raise ValueError(f"cannot remove {quantity} of {sku}")
+         line.quantity -= quantity
++        if line.quantity == 0:
++            del self._lines[sku]
+"""
+CART = b"""class Cart:
+    def remove(self, sku: str, quantity: int) -> None:
+        line = self._lines[sku]
+        line.quantity -= quantity
+"""
+
+
+def assert_snapshot(name: str, text: str) -> None:
+    path = SNAPSHOTS / f"tui_{name}.txt"
+    text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+    if os.environ.get("CODEAGENT_UPDATE_SNAPSHOTS") or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if not os.environ.get("CODEAGENT_UPDATE_SNAPSHOTS"):
+            pytest.fail(f"new snapshot {path.name} written: look at it, then run again")
+        return
+    assert text == path.read_text(), f"{path.name} changed; if intended, CODEAGENT_UPDATE_SNAPSHOTS=1:\n{text}"
+
+
+def make_app(mode="suggest", candidates=1):
+    config = Config(agent={"localize": False}, scaling={"candidates": candidates})
+    session = Session(config, ScriptedModel([], name="openai/gpt-4o"), repo="/work/shop", mode=mode)
+    return CodeagentApp(session), session
+
+
+def feed(session, *events) -> None:
+    for event in events:
+        event.run_id = event.run_id or RUN
+        event.time = 0.0
+        session._on_agent_event(event)  # as the agent's thread would, through the session
+
+
+def a_run(session) -> None:
+    feed(session,
+         RunStarted(task_id="shop-1", model="openai/gpt-4o", sandbox="docker"),
+         StepStarted(step=0),
+         ModelOutput(step=0, text="Let me find where items are **removed** from the cart.", prompt_tokens=2100,
+                     completion_tokens=40, cost=0.0061),
+         ToolCalled(step=0, call_id="c1", tool="search", arguments={"command": "grep", "pattern": "def remove"}),
+         Observed(step=0, call_id="c1", tool="search", output="shop/cart.py:19:    def remove(self, sku, quantity):",
+                  exit_code=0, seconds=0.03),
+         StepStarted(step=1),
+         ModelOutput(step=1, text="`remove` never deletes the line:\n\n- drop it at zero\n- refuse to go negative",
+                     prompt_tokens=2600, completion_tokens=120, cost=0.0079),
+         ToolCalled(step=1, call_id="c2", tool="editor", arguments={
+             "command": "str_replace", "path": "shop/cart.py", "old_str": "        line.quantity -= quantity",
+             "new_str": "        line.quantity -= quantity\n        if line.quantity == 0:\n            del self._lines[sku]"}),
+         Observed(step=1, call_id="c2", tool="editor", output="Edited shop/cart.py.", seconds=0.12),
+         PatchChanged(step=1, patch=PATCH),
+         StepStarted(step=2),
+         ModelOutput(step=2, text="Now the tests.", prompt_tokens=3000, completion_tokens=20, cost=0.0081),
+         ToolCalled(step=2, call_id="c3", tool="bash", arguments={"command": "python -m pytest -q tests"}),
+         Observed(step=2, call_id="c3", tool="bash", output="......                                  [100%]\n"
+                                                            "6 passed in 0.04s\n", exit_code=0, seconds=0.61),
+         Finished(exit_status="submitted", message="the agent submitted its patch", patch=PATCH, steps=3,
+                  cost=0.0221, seconds=12.3, trajectory_id=RUN))
+
+
+async def settle(pilot) -> None:
+    for _ in range(4):
+        await pilot.pause(0.05)
+    await pilot.wait_for_scheduled_animations()
+
+
+@sync
+async def test_snapshot_welcome():
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert_snapshot("welcome_80x24", screen_text(app))
+
+
+@sync
+async def test_snapshot_a_finished_run_with_its_patch_beside():
+    app, session = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        app.transcript.add_user("Removing every unit of an item leaves a ghost line in the cart")
+        a_run(session)
+        await settle(pilot)
+        assert_snapshot("run_120x34", screen_text(app))
+
+
+@sync
+async def test_snapshot_a_run_at_80_columns_and_its_diff_view():
+    app, session = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        a_run(session)
+        await settle(pilot)
+        app.transcript.blocks[f"{RUN}/c3"].collapsed = False  # the tests' output, expanded
+        await settle(pilot)
+        assert_snapshot("run_80x24", screen_text(app))
+        await send(pilot, "/diff")
+        await settle(pilot)
+        assert_snapshot("diff_80x24", screen_text(app))
+
+
+@sync
+async def test_snapshot_approval_dialogs():
+    app, _ = make_app()
+    policy = ApprovalPolicy()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app._ask(build_request(policy, "bash", {"command": "python -m pytest -q tests/test_cart.py 2>&1 | tail -5"}))
+        await settle(pilot)
+        assert_snapshot("approve_command_80x24", screen_text(app))
+        await pilot.press("n")
+        await settle(pilot)
+        assert_snapshot("approve_deny_reason_80x24", screen_text(app))
+        await pilot.press("escape")
+        edit = {"command": "str_replace", "path": "shop/cart.py", "old_str": "        line.quantity -= quantity\n",
+                "new_str": "        line.quantity -= quantity\n        if line.quantity == 0:\n            del self._lines[sku]\n"}
+        app._ask(build_request(policy, "editor", edit, read_file=lambda path: CART))
+        await settle(pilot)
+        assert_snapshot("approve_edit_80x24", screen_text(app))
+
+
+@sync
+async def test_snapshot_candidates_panel():
+    app, session = make_app(mode="full-auto", candidates=3)
+    async with app.run_test(size=(100, 30)) as pilot:
+        runs = [f"20260101-120000-cand000{i}" for i in range(3)]
+        session.scaling = True
+        for index, run in enumerate(runs):
+            feed(session, RunStarted(run_id=run, task_id="shop-1", model="openai/gpt-4o", sandbox="docker"),
+                 StepStarted(run_id=run, step=3 + index))
+        feed(session, Finished(run_id=runs[1], exit_status="max_steps", steps=5))
+        for index, run in enumerate(runs):
+            feed(session, CandidateScored(run_id=run, index=index, exit_status="max_steps" if index == 1 else "submitted",
+                                          scores={"regression": 1.0, "judge": 0.9 - index / 10}))
+        feed(session, SelectionMade(policy="hybrid", chosen=0, why="the judge ranked it first; all tests pass"))
+        session.scaling = False
+        await settle(pilot)
+        assert_snapshot("candidates_100x30", screen_text(app))
+
+
+@sync
+async def test_snapshot_help():
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/help")
+        await settle(pilot)
+        assert_snapshot("help_80x24", screen_text(app))

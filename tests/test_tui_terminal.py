@@ -1,0 +1,68 @@
+"""A smoke run in a real 80x24 terminal: `codeagent solve --example cart` in tmux, keys sent, pane read.
+
+No model is configured, so the example replays its recorded trajectory; its commands run for real
+in a Docker sandbox and ask for approval (suggest mode) like any run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.usefixtures("no_leaks"),
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install -y tmux)")]
+
+
+class Pane:
+    def __init__(self, name: str):
+        self.name = name
+
+    def text(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
+                              check=False).stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def wait_for(self, *needles: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.text()
+            if all(needle in text for needle in needles):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the terminal never showed {needles}:\n{text}")
+            time.sleep(0.1)
+
+
+def test_solve_the_example_in_a_real_terminal(tmp_path):
+    name = f"codeagent-tui-{os.getpid()}"
+    (tmp_path / "config.yaml").write_text("{}\n")  # no user config: no model, so the example replays
+    env = {"CODEAGENT_CONFIG": str(tmp_path / "config.yaml"), "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "traj"),
+           "PYTHONPATH": os.getcwd()}
+    command = (" ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+               + f" {shlex.quote(sys.executable)} -m codeagent.cli solve --example cart; echo EXIT=$?; sleep 120")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", "env " + command], check=True)
+    pane = Pane(name)
+    try:
+        pane.wait_for("Run this command?", "repro.py", "REPLAY")
+        pane.keys("y")
+        text = pane.wait_for("Edit shop/cart.py?")
+        assert "+            del self._lines[sku]" in text  # the dialog shows the edit as a diff
+        pane.keys("y")
+        pane.wait_for("Run this command?", "python -m pytest")
+        pane.keys("y")
+        text = pane.wait_for("✓ submitted", "/apply")
+        assert "sandbox ready" in text and "step 6" in text
+        pane.keys("/diff", "Enter")
+        pane.wait_for("Patch against the base commit")
+        pane.keys("/quit", "Enter")
+        assert "EXIT=0" in pane.wait_for("EXIT=")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
