@@ -9,12 +9,6 @@ import click
 
 from . import __version__
 
-NOT_BUILT = {
-    "train": "SFT, DPO and GRPO training on trajectories (issue #6)",
-    "serve": "serving a trained model over an OpenAI-compatible API (issue #6)",
-}
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, prog_name="codeagent")
 @click.pass_context
@@ -27,21 +21,6 @@ def cli(ctx: click.Context) -> None:
             ctx.invoke(solve)
         else:
             click.echo(ctx.get_help())
-
-
-def _not_built(name: str, what: str) -> click.Command:
-    @click.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-                   help=f"(not built yet) {what}.", add_help_option=False)
-    @click.pass_context
-    def command(ctx: click.Context) -> None:
-        click.echo(f"`codeagent {name}` is not built yet: it will bring {what}.", err=True)
-        ctx.exit(2)
-
-    return command
-
-
-for _name, _what in NOT_BUILT.items():
-    cli.add_command(_not_built(_name, _what))
 
 
 # -- solve -----------------------------------------------------------------------------------------
@@ -175,10 +154,13 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
 
 def _mount_groups() -> None:
     from .evals.commands import eval_group
+    from .train.commands import serve, train_group
     from .trajectory.commands import traj
 
     cli.add_command(traj)
     cli.add_command(eval_group)
+    cli.add_command(train_group)
+    cli.add_command(serve)
 
 
 _mount_groups()

@@ -30,12 +30,6 @@ def test_help_imports_no_heavy_module():
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
 
 
-@pytest.mark.parametrize("group", ["train", "serve"])
-def test_unbuilt_groups_say_so(group):
-    proc = codeagent(group, "--anything")
-    assert proc.returncode == 2 and "not built yet" in proc.stderr
-
-
 def test_sandbox_run_needs_exactly_one_source():
     proc = codeagent("sandbox", "run", "--", "true")
     assert proc.returncode == 2 and "exactly one of --repo or --example" in proc.stderr

@@ -24,8 +24,7 @@ from codeagent.models.types import Model, ModelResponse, Sampling, ToolCall, Usa
 # called with `rest` and the options given to make_model.
 BACKENDS: dict[str, str] = {
     "replay": "codeagent.models.replay:ReplayModel.from_spec",
-    # The local Hugging Face (transformers) backend registers here, e.g.
-    # "hf": "codeagent.models.hf:HFModel.from_spec",
+    "hf": "codeagent.models.hf:HFModel.from_spec",  # local transformers model, token-exact
 }
 
 

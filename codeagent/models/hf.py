@@ -1,0 +1,332 @@
+"""A local transformers model behind the Model protocol, token-exact.
+
+Every response carries the exact prompt token ids the model was fed, the completion token ids it
+sampled and their log-probabilities, so a trajectory recorded through the agent loop is directly
+trainable (RL trains on the tokens that were generated, never on a re-tokenized rendering).
+
+Multi-turn exactness: when a conversation continues one this model answered before, the new prompt
+is the previous prompt and completion ids *as generated*, followed by the tokens of what was added
+since (tool results, a user turn, the next generation prompt). Those added tokens are the only
+ones that come from rendering text, and they are observations, which training masks out. When the
+history was changed (e.g. elided to fit the context), the prompt is rendered afresh.
+
+Tool calls are read from the reply text (`<tool_call>{...}</tool_call>`, the Qwen convention,
+which the chat template also uses to show tools and past calls).
+
+Spec for `make_model`: `hf:PATH` where PATH is a model directory, a hub id, or a PEFT adapter
+directory (its base model is loaded, then the adapter).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Protocol
+
+from codeagent.models.errors import ContextWindowExceeded, ModelConfigError
+from codeagent.models.text_protocol import response_from_text
+from codeagent.models.types import ModelResponse, Sampling, Usage, tool_names
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_NEW_TOKENS = 1024
+
+
+class Generator(Protocol):
+    """Samples a completion for prompt token ids: (completion ids, their logprobs, hit a stop token)."""
+
+    def generate(self, prompt_ids: list[int], *, max_new_tokens: int, temperature: float, top_p: float | None,
+                 seed: int | None, stop_ids: set[int]) -> tuple[list[int], list[float], bool]: ...
+
+
+class TransformersGenerator:
+    """Sampling with the model itself: a KV-cached loop, one token at a time, logprobs exact.
+
+    The log-probability of each token is taken under the distribution it was sampled from
+    (logits / temperature, before top-p), as the GRPO loss computes it; greedy uses the raw logits.
+    The model is switched to eval mode (no dropout, LoRA dropout included) while it generates.
+    """
+
+    def __init__(self, model, lock: threading.Lock | None = None):
+        self.model = model
+        self.lock = lock or threading.Lock()
+
+    def generate(self, prompt_ids, *, max_new_tokens, temperature, top_p, seed, stop_ids):
+        import torch
+
+        with self.lock, torch.no_grad():
+            model = self.model
+            was_training = model.training
+            model.eval()
+            try:
+                return self._sample(model, prompt_ids, max_new_tokens, temperature, top_p, seed, stop_ids)
+            finally:
+                if was_training:
+                    model.train()
+
+    @staticmethod
+    def _sample(model, prompt_ids, max_new_tokens, temperature, top_p, seed, stop_ids):
+        import torch
+
+        device = next(model.parameters()).device
+        generator = None
+        if seed is not None:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(int(seed))
+        input_ids = torch.tensor([prompt_ids], device=device)
+        past = None
+        ids: list[int] = []
+        logprobs: list[float] = []
+        for _ in range(max_new_tokens):
+            output = model(input_ids=input_ids, past_key_values=past, use_cache=True)
+            past = output.past_key_values
+            logits = output.logits[0, -1].float()
+            if temperature and temperature > 0:
+                logp = torch.log_softmax(logits / temperature, dim=-1)
+                probs = logp.exp()
+                if top_p is not None and 0 < top_p < 1:
+                    probs = _top_p_filter(probs, top_p)
+                token = int(torch.multinomial(probs, 1, generator=generator))
+            else:
+                logp = torch.log_softmax(logits, dim=-1)
+                token = int(torch.argmax(logits))
+            ids.append(token)
+            logprobs.append(float(logp[token]))
+            if token in stop_ids:
+                return ids, logprobs, True
+            input_ids = torch.tensor([[token]], device=device)
+        return ids, logprobs, False
+
+
+def _top_p_filter(probs, top_p: float):
+    import torch
+
+    ordered, order = torch.sort(probs, descending=True)
+    keep = torch.cumsum(ordered, dim=-1) - ordered < top_p
+    keep[0] = True
+    filtered = torch.zeros_like(probs)
+    filtered[order[keep]] = ordered[keep]
+    return filtered / filtered.sum()
+
+
+class HFModel:
+    """`complete(messages, tools, sampling)` with a transformers model and its tokenizer's chat template."""
+
+    def __init__(self, model, tokenizer, name: str = "hf", *, generator: Generator | None = None,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, context_tokens: int | None = None,
+                 chat_template_kwargs: dict[str, Any] | None = None, cache_size: int = 512):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ModelConfigError(
+                f"the tokenizer of {name} has no chat template; the local backend needs one that renders "
+                "tools and tool calls (e.g. a Qwen instruct model's)"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.generator = generator or TransformersGenerator(model)
+        self.max_new_tokens = max_new_tokens
+        self.context_tokens = context_tokens or getattr(getattr(model, "config", None), "max_position_embeddings",
+                                                        None)
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.stop_ids = _stop_ids(model, tokenizer)
+        self._continuations: OrderedDict[str, tuple[list[int], bool]] = OrderedDict()
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
+
+    # -- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, spec: str, **options: Any) -> HFModel:
+        """`hf:PATH` from make_model; litellm-only options (api_base, retries, ...) are ignored."""
+        known = {key: options[key] for key in ("adapter", "dtype", "device", "max_new_tokens") if key in options}
+        return cls.load(spec, **known)
+
+    @classmethod
+    def load(cls, path: str, adapter: str | None = None, *, dtype: str | None = None, device: str | None = None,
+             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, merge: bool = False) -> HFModel:
+        """A model directory or hub id, optionally with a PEFT adapter; PATH may itself be an adapter."""
+        model, tokenizer = load_model_and_tokenizer(path, adapter, dtype=dtype, device=device, merge=merge)
+        name = f"hf:{path}" + (f"+{adapter}" if adapter else "")
+        return cls(model, tokenizer, name=name, max_new_tokens=max_new_tokens)
+
+    # -- the protocol ------------------------------------------------------------------------------
+
+    def complete(self, messages: list[dict], tools: list[dict], sampling: Sampling) -> ModelResponse:
+        sampling = sampling or Sampling()
+        prompt_ids = self.prompt_ids(messages, tools)
+        limit = sampling.max_tokens or self.max_new_tokens
+        if self.context_tokens:
+            room = self.context_tokens - len(prompt_ids)
+            if room <= 0:
+                raise ContextWindowExceeded(
+                    f"{self.name}: the prompt has {len(prompt_ids)} tokens, the context window {self.context_tokens}"
+                )
+            limit = min(limit, room)
+        stop_ids = set(self.stop_ids)
+        ids, logprobs, stopped = self.generator.generate(
+            prompt_ids, max_new_tokens=limit, temperature=sampling.temperature, top_p=sampling.top_p,
+            seed=sampling.seed, stop_ids=stop_ids,
+        )
+        text_ids = ids[:-1] if stopped else ids
+        text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
+        if sampling.stop:
+            text = _cut_at_stop(text, sampling.stop)
+        response = response_from_text(
+            text, tool_names(tools),
+            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(ids), cost=None),
+            finish_reason="stop" if stopped else "length",
+            token_ids=ids, logprobs=logprobs, prompt_token_ids=prompt_ids,
+        )
+        self._remember(messages + [response.to_message()], tools, prompt_ids + ids, stopped)
+        return response
+
+    def count_tokens(self, messages: list[dict]) -> int:
+        return len(self._encode(self.render(messages, None, add_generation_prompt=False)))
+
+    # -- prompts -----------------------------------------------------------------------------------
+
+    def render(self, messages: list[dict], tools: list[dict] | None, *, add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            _template_messages(messages), tools=tools or None, tokenize=False,
+            add_generation_prompt=add_generation_prompt, **self.chat_template_kwargs,
+        )
+
+    def prompt_ids(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
+        """The exact ids to feed: a continuation of a conversation this model answered, or a fresh rendering."""
+        text = self.render(messages, tools, add_generation_prompt=True)
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+        if last is not None:
+            with self._cache_lock:
+                cached = self._continuations.get(_digest(messages[: last + 1], tools))
+            if cached is not None:
+                ids, stopped = cached
+                before = self.render(messages[: last + 1], tools, add_generation_prompt=False)
+                eos = self.tokenizer.eos_token or ""
+                cut = before.rfind(eos) if eos else -1
+                if cut >= 0 and text.startswith(before):
+                    # What the template puts after the assistant's end-of-turn token, then the new turns.
+                    added = ("" if stopped else eos) + before[cut + len(eos):] + text[len(before):]
+                    return ids + self._encode(added)
+                log.debug("%s: the history changed since the last reply; rendering the prompt afresh", self.name)
+        return self._encode(text)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _remember(self, messages: list[dict], tools: list[dict] | None, ids: list[int], stopped: bool) -> None:
+        with self._cache_lock:
+            self._continuations[_digest(messages, tools)] = (ids, stopped)
+            while len(self._continuations) > self._cache_size:
+                self._continuations.popitem(last=False)
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+def _template_messages(messages: list[dict]) -> list[dict]:
+    """Messages as chat templates expect them: arguments of past calls as objects, not JSON text."""
+    out = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = dict(call.get("function") or {})
+                arguments = function.get("arguments")
+                if isinstance(arguments, str):
+                    try:
+                        function["arguments"] = json.loads(arguments) if arguments.strip() else {}
+                    except json.JSONDecodeError:
+                        pass  # keep the text: the template writes it as it is
+                calls.append({**call, "function": function})
+            message["tool_calls"] = calls
+        out.append(message)
+    return out
+
+
+def _digest(messages: list[dict], tools: list[dict] | None) -> str:
+    payload = json.dumps([tools or [], messages], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _cut_at_stop(text: str, stops: list[str]) -> str:
+    positions = [text.find(stop) for stop in stops if stop and stop in text]
+    return text[: min(positions)] if positions else text
+
+
+def _stop_ids(model, tokenizer) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(getattr(model, "generation_config", None), "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(source, int):
+            ids.add(source)
+        elif isinstance(source, (list, tuple)):
+            ids.update(int(i) for i in source)
+    if not ids:
+        raise ModelConfigError("the tokenizer defines no end-of-turn (eos) token; generation could never stop")
+    return ids
+
+
+def resolve_base(path: str) -> tuple[str, str | None]:
+    """(base model, adapter or None) for PATH: a PEFT adapter directory names its base model."""
+    config = Path(path).expanduser() / "adapter_config.json"
+    if config.is_file():
+        base = json.loads(config.read_text()).get("base_model_name_or_path")
+        if not base:
+            raise ModelConfigError(f"{config} does not say which base model the adapter belongs to")
+        return base, str(Path(path).expanduser())
+    return path, None
+
+
+def check_model_path(path: str) -> None:
+    """A local path must exist; anything else is taken as a hub id (which may be unreachable)."""
+    expanded = Path(path).expanduser()
+    looks_local = path.startswith((".", "/", "~")) or expanded.exists() or path.count("/") > 1
+    if looks_local and not expanded.exists():
+        raise ModelConfigError(f"no model at {path}: the directory does not exist")
+    if expanded.is_dir() and not (expanded / "config.json").is_file():
+        raise ModelConfigError(
+            f"{path} is not a model directory: it has no config.json (expected the output of save_pretrained, "
+            "or a PEFT adapter directory with adapter_config.json)"
+        )
+
+
+def load_model_and_tokenizer(path: str, adapter: str | None = None, *, dtype: str | None = None,
+                             device: str | None = None, merge: bool = False, trust_remote_code: bool = False):
+    """Load a causal LM and its tokenizer; errors name the path and what to do."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as error:
+        raise ModelConfigError(
+            f"the local model backend needs torch and transformers ({error}); pip install 'codeagent[train]'"
+        ) from error
+    base, own_adapter = resolve_base(path)
+    adapter = adapter or own_adapter
+    check_model_path(base)
+    if adapter is not None and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
+        raise ModelConfigError(f"no PEFT adapter at {adapter}: adapter_config.json is missing")
+    tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").is_file() else base
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
+        torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) and dtype != "auto" else (dtype or "auto")
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype, trust_remote_code=trust_remote_code)
+    except OSError as error:
+        raise ModelConfigError(
+            f"cannot load the model {base!r}: {error}. Give a local directory (save_pretrained output) or a hub "
+            "id that can be downloaded from here"
+        ) from error
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter)
+        if merge:
+            model = model.merge_and_unload()
+    if device:
+        model.to(device)
+    elif torch.cuda.is_available():
+        model.to("cuda")
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,137 @@
+"""`codeagent train sft|dpo|grpo|tiny` and `codeagent serve` (click; heavy imports inside commands)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+EXIT_USER_ERROR = 3  # as the rest of the CLI: a problem the user can fix, said in one line
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_USER_ERROR)
+
+
+def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
+    import logging
+
+    from codeagent.models.errors import ModelConfigError
+
+    from . import TrainError
+    from .recipe import load_recipe
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    recipe = None
+    try:
+        recipe = load_recipe(config, overrides, method=method)
+        module = __import__(f"codeagent.train.{method}", fromlist=["run"])
+        click.echo(f"{method}: base {recipe.model.base}, output {recipe.output_dir}", err=True)
+        adapter = module.run(recipe)
+    except (TrainError, ModelConfigError) as error:
+        _fail(str(error))
+        return
+    except KeyboardInterrupt:
+        where = f" in {recipe.output_dir}" if recipe is not None else ""
+        click.echo(f"interrupted; run the same command again to resume from the last checkpoint{where}", err=True)
+        sys.exit(130)
+    click.echo(f"adapter saved to {adapter} (card: {adapter}/README.md)")
+    click.echo(f"try it: codeagent serve --model {adapter}", err=True)
+
+
+_recipe = click.option("--config", "-c", "config", required=True, metavar="RECIPE",
+                       help="A recipe file (train/*.yaml) or the name of a bundled one, e.g. sft-tiny.")
+_overrides = click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
+
+
+@click.group("train")
+def train_group() -> None:
+    """Fine-tune the model behind codeagent on its trajectories (TRL + PEFT LoRA).
+
+    Each method reads a recipe (train/*.yaml); KEY=VALUE arguments override it, e.g.
+    `trainer.learning_rate=1e-4 lora.r=8 data.resolved=null`. Runs resume from their last checkpoint.
+    """
+
+
+@train_group.command("sft")
+@_recipe
+@_overrides
+def sft_command(config: str, overrides: tuple[str, ...]) -> None:
+    """Supervised fine-tuning on resolved trajectories (assistant tokens only)."""
+    _run("sft", config, overrides)
+
+
+@train_group.command("dpo")
+@_recipe
+@_overrides
+def dpo_command(config: str, overrides: tuple[str, ...]) -> None:
+    """DPO on resolved vs unresolved trajectories of the same task."""
+    _run("dpo", config, overrides)
+
+
+@train_group.command("grpo")
+@_recipe
+@_overrides
+def grpo_command(config: str, overrides: tuple[str, ...]) -> None:
+    """Online GRPO: rollouts are agent runs in sandboxes, rewarded by the harness."""
+    _run("grpo", config, overrides)
+
+
+@train_group.command("tiny")
+@click.argument("output_dir")
+@click.option("--vocab", default=1024, show_default=True, help="Tokenizer vocabulary size.")
+@click.option("--toy-store", default=None, help="Also train the tokenizer on the trajectories in this store.")
+def tiny_command(output_dir: str, vocab: int, toy_store: str | None) -> None:
+    """Build a tiny random model and tokenizer offline (for the tiny recipes and tests)."""
+    from .toy import build_toy_model
+
+    click.echo(build_toy_model(output_dir, toy_store, vocab_size=vocab))
+
+
+@click.command("serve")
+@click.option("--model", "model", required=True, help="A model directory or hub id, or an adapter directory.")
+@click.option("--adapter", default=None, help="A PEFT adapter directory to apply to --model.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--name", default="codeagent", show_default=True, help="The model name clients use.")
+@click.option("--max-tokens", default=1024, show_default=True, type=int, help="Default reply limit (tokens).")
+@click.option("--device", default=None, help="torch device (default: cuda if available, else cpu).")
+@click.option("--threads", default=None, type=int, help="torch CPU threads.")
+def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_tokens: int,
+          device: str | None, threads: int | None) -> None:
+    """Serve a model (with its adapter) over an OpenAI-compatible chat API with tool calling."""
+    from codeagent.models.errors import ModelConfigError
+
+    from .serve import Server, load_served_model
+
+    try:
+        loaded = load_served_model(model, adapter, max_new_tokens=max_tokens, device=device, threads=threads)
+        server = Server(loaded, name=name, host=host, port=port)
+    except ModelConfigError as error:
+        _fail(str(error))
+        return
+    except OSError as error:
+        _fail(f"cannot listen on {host}:{port}: {error}")
+        return
+    click.echo(f"serving {loaded.name} as {name!r} at {server.url}", err=True)
+    click.echo(f"use it: codeagent solve --model hosted_vllm/{name} --api-base {server.url} ...", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+
+
+def main() -> None:
+    """`python -m codeagent.train.commands train ...|serve ...` before the groups are mounted in cli.py."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwind: sandboxes removed
+    root = click.Group(commands={"train": train_group, "serve": serve})
+    root(prog_name="codeagent")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Online GRPO (TRL GRPOTrainer + LoRA) with rollouts that are real agent runs (rollouts.py).
+
+Loss options go to TRL as they are (`trainer.loss_type: dapo | dr_grpo | grpo`, `epsilon`,
+`epsilon_high` for clip-higher, `beta` = 0 i.e. no KL by default, `scale_rewards`, ...). The sampling
+temperature is `rollout.temperature`, used both to generate and in the loss.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import TrainError
+from .data import rl_tasks, save_summary, to_dataset
+from .modeling import (
+    MetricsFile,
+    load_base,
+    peft_config_for,
+    save_adapter,
+    train,
+    trl_args,
+)
+from .recipe import Recipe, _deep_merge
+
+# Recipe keys that own these TRL settings.
+OWNED = {"temperature": "rollout.temperature", "top_p": "rollout.top_p", "reward_weights": "rewards.*",
+         "use_vllm": "rollout.generation"}
+
+
+def agent_config(recipe: Recipe):
+    """The codeagent Config the rollouts run with: rollout.agent_config (a file, or `toy`) + rollout.set,
+    with the sampling settings of the recipe."""
+    from codeagent.config import Config
+
+    settings = recipe.rollout
+    overrides = _nested(settings.set)
+    if settings.agent_config == "toy":
+        from .toy import toy_config
+
+        data = toy_config().model_dump(mode="json")
+    elif settings.agent_config:
+        path = Path(settings.agent_config).expanduser()
+        if not path.is_file():
+            raise TrainError(f"rollout.agent_config: no config file at {path}")
+        data = yaml.safe_load(path.read_text()) or {}
+        prompts = (data.get("agent") or {}).get("prompts_dir")
+        if prompts and not Path(prompts).is_absolute() and not Path(prompts).is_dir():
+            data["agent"]["prompts_dir"] = str(path.parent / prompts)
+    else:
+        data = {}
+    data = _deep_merge(data, overrides)
+    model = data.setdefault("model", {})
+    model.update(temperature=settings.temperature, max_tokens=settings.max_tokens, top_p=settings.top_p)
+    try:
+        return Config.model_validate(data)
+    except Exception as error:
+        raise TrainError(f"rollout agent config: {error}") from None
+
+
+def _nested(mapping: dict[str, Any]) -> dict[str, Any]:
+    """{"limits.max_steps": 30} or {"limits": {"max_steps": 30}} -> {"limits": {"max_steps": 30}}."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        *parents, leaf = str(key).split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        if isinstance(value, dict):
+            node[leaf] = {**node.get(leaf, {}), **_nested(value)}
+        else:
+            node[leaf] = value
+    return out
+
+
+def _check_owned(recipe: Recipe) -> None:
+    for key, owner in OWNED.items():
+        if key in recipe.trainer:
+            raise TrainError(f"trainer.{key} is set by the recipe's {owner}; set it there")
+
+
+def _use_vllm(recipe: Recipe) -> bool:
+    choice = recipe.rollout.generation
+    if choice == "transformers":
+        return False
+    import importlib.util
+
+    import torch
+
+    available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    if choice == "vllm" and not available:
+        raise TrainError("rollout.generation=vllm needs a GPU and the vllm package (pip install vllm); "
+                         "use rollout.generation=transformers")
+    return available
+
+
+def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | None = None):
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+    from trl import GRPOTrainer
+
+    from codeagent.trajectory.store import TrajectoryStore
+
+    from . import rewards
+    from .rollouts import Rollouts
+
+    _check_owned(recipe)
+    try:
+        components = rewards.active(recipe.rewards)
+    except ValueError as error:
+        raise TrainError(str(error)) from None
+    tasks = tasks if tasks is not None else rl_tasks(recipe.data)
+    config = agent_config(recipe)
+    model, tokenizer = load_base(recipe)
+    fixed: dict[str, Any] = {"temperature": recipe.rollout.temperature,
+                             "reward_weights": [weight for _, weight in components]}
+    if recipe.rollout.top_p is not None:
+        fixed["top_p"] = recipe.rollout.top_p
+    if _use_vllm(recipe):
+        fixed["use_vllm"] = True
+    args = trl_args(recipe, **fixed)
+    rollout_store = store or TrajectoryStore(recipe.rollout.store or recipe.data.store)
+    rollouts = Rollouts(recipe, tasks, tokenizer, config, rollout_store)
+    dataset = to_dataset([{"prompt": task.instance_id} for task in tasks])
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=[rewards.reward_function(name) for name, _ in components], args=args,
+        train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config_for(model, recipe),
+        rollout_func=rollouts, callbacks=list(callbacks),
+    )
+    summary = {"tasks": [task.instance_id for task in tasks], "task_source": recipe.data.tasks,
+               "rollout_store": str(rollout_store.root), "rewards": dict(components)}
+    return trainer, tokenizer, rollouts, summary
+
+
+def run(recipe: Recipe, *, callbacks=(), store=None, tasks: list | None = None) -> Path:
+    out = Path(recipe.output_dir)
+    metrics = MetricsFile(out / "metrics.jsonl")
+    trainer, tokenizer, rollouts, summary = build_trainer(recipe, callbacks=[metrics.callback, *callbacks],
+                                                          store=store, tasks=tasks)
+    rollouts.on_summary = lambda entry: metrics.write(
+        {"event": "rollouts", **{k: v for k, v in entry.items() if k != "trajectory_ids"}})
+    final = train(trainer, recipe, metrics)
+    summary["rollouts"] = [{k: v for k, v in h.items() if k != "trajectory_ids"} for h in rollouts.history]
+    summary["rollout_ids"] = [i for h in rollouts.history for i in h["trajectory_ids"] if i]
+    save_summary(summary, out / "training_data.json")
+    return save_adapter(trainer, tokenizer, recipe, summary, final)

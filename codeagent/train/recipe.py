@@ -1,0 +1,261 @@
+"""Training recipes: a YAML file plus `key=value` overrides, validated strictly.
+
+    method: sft | dpo | grpo
+    model:   base (hub id or local path), adapter (start from one), dtype, trust_remote_code
+    lora:    r, alpha, dropout, target_modules, modules_to_save
+    data:    store, filters (resolved, min_reward, exit_status, max_tokens, instance, repo, model), tasks (grpo)
+    trainer: passed to TRL's SFTConfig / DPOConfig / GRPOConfig as they are (checked against their fields)
+    rollout: grpo only: agent config, sandbox, grading, generation, compact filtering
+    rewards: grpo only: weights of the outcome, patch-similarity and gated step rewards
+    output_dir, resume, seed
+
+Unknown keys are errors that name the key and the close matches, in the file and in overrides alike.
+Overrides use dotted paths: `trainer.learning_rate=1e-4 lora.r=8 data.resolved=null`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from . import TrainError
+
+METHODS = ("sft", "dpo", "grpo")
+# Set by codeagent itself from other recipe keys; not allowed under `trainer:`.
+RESERVED_TRAINER_KEYS = {"output_dir": "output_dir", "resume_from_checkpoint": "resume", "seed": "seed"}
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML with floats written as in Python too (`1e-4`, which YAML 1.1 reads as a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSection(_Strict):
+    base: str  # hub id or local directory
+    adapter: str | None = None  # continue training this PEFT adapter (e.g. GRPO after SFT)
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    trust_remote_code: bool = False
+    attn_implementation: str | None = None
+
+
+class LoraSection(_Strict):
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: list[str] | str = "all-linear"
+    modules_to_save: list[str] | None = None
+
+
+class DataSection(_Strict):
+    store: str | None = None  # trajectory directory; default $CODEAGENT_TRAJECTORY_DIR or ~/.codeagent/trajectories
+    resolved: bool | None = True  # sft: only trajectories verified as resolved (null: any)
+    min_reward: float | None = None
+    exit_status: list[str] = Field(default_factory=list)  # e.g. [submitted]; empty: any
+    max_tokens: int | None = None  # drop sequences longer than this
+    instance: str | None = None  # instance id glob, e.g. 'django__*'
+    repo: str | None = None  # repository glob (task repo or SWE-bench owner/name)
+    model: str | None = None  # substring of the model that produced the trajectory
+    token_exact: Literal["auto", "always", "never"] = "auto"  # use recorded token ids when a run has them all
+    max_pairs_per_task: int | None = None  # dpo
+    tasks: str | None = None  # grpo: SWE-bench file or dataset name, or toy[:N]
+    repos: str | None = None  # grpo: DIR/owner/name mirrors for SWE-bench tasks (air-gapped)
+    task_slice: str | None = None  # grpo: e.g. 0:50
+
+
+class RolloutSection(_Strict):
+    agent_config: str | None = None  # a codeagent config YAML for the rollouts (limits, tools, prompts, sandbox)
+    set: dict[str, Any] = Field(default_factory=dict)  # overrides of that config, e.g. {limits.max_steps: 30}
+    store: str | None = None  # where rollouts are written; default data.store
+    environment: Literal["harness", "base"] = "harness"  # sandbox image: the task's harness image, or the base one
+    grader: Literal["harness", "sandbox"] = "harness"  # grade in a fresh harness container, or in the rollout's own
+    workers: int = 2  # rollouts in flight at once (generation itself is serialized)
+    max_tokens: int = 1024  # per model call
+    temperature: float = 1.0  # also the temperature the GRPO loss uses
+    top_p: float | None = None
+    generation: Literal["auto", "transformers", "vllm"] = "auto"  # vllm: TRL's vLLM engine (use_vllm on GPU)
+    # Compact filtering: runs that ended on a limit (steps, time, cost, unusable replies in a row) or
+    # broke leave the loss; their reward still counts in their group's baseline.
+    mask_exit_statuses: list[str] = Field(
+        default_factory=lambda: ["max_steps", "max_time", "max_cost", "format_errors", "model_error", "sandbox_error"])
+    mask_truncated: bool = True  # a reply cut at max_tokens, or a sequence longer than max_completion_length
+
+
+class RewardsSection(_Strict):
+    resolved: float = 1.0  # weight of the outcome reward: 1 when the harness grades the patch resolved
+    similarity: float = 0.0  # weight of the patch similarity to the gold patch (SWE-RL)
+    steps: float = 0.0  # weight of the gated step reward (G-RA)
+    steps_gate: float = 1.0  # step rewards count only when the outcome reward reaches this
+    step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = Field(
+        default_factory=lambda: ["well_formed", "tool_ok"])
+
+
+class Recipe(_Strict):
+    method: Literal["sft", "dpo", "grpo"]
+    model: ModelSection
+    lora: LoraSection = Field(default_factory=LoraSection)
+    data: DataSection = Field(default_factory=DataSection)
+    trainer: dict[str, Any] = Field(default_factory=dict)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    rewards: RewardsSection = Field(default_factory=RewardsSection)
+    output_dir: str = "runs/train"
+    resume: bool | str = "auto"  # auto: from the last checkpoint in output_dir if any; a path: from that one
+    seed: int = 42
+    cpu_threads: int | None = None  # torch threads on CPU (1 is fastest for tiny models on a busy machine)
+    description: str = ""
+    source: str | None = Field(default=None, exclude=True)  # the file it came from (for the card)
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"source"})
+
+
+def trl_config_class(method: str):
+    import trl
+
+    return {"sft": trl.SFTConfig, "dpo": trl.DPOConfig, "grpo": trl.GRPOConfig}[method]
+
+
+@functools.lru_cache(maxsize=4)
+def trainer_keys(method: str) -> frozenset[str]:
+    return frozenset(field.name for field in dataclasses.fields(trl_config_class(method)) if field.init)
+
+
+def resolve_recipe_path(name_or_path: str | Path) -> Path:
+    """A file path, or the name of a bundled recipe in train/ (e.g. `sft-tiny`)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    from codeagent.assets import asset_dir
+
+    bundled = asset_dir("train")
+    for candidate in (bundled / str(name_or_path), bundled / f"{name_or_path}.yaml"):
+        if candidate.is_file():
+            return candidate
+    names = ", ".join(sorted(p.stem for p in bundled.glob("*.yaml")))
+    raise TrainError(f"no recipe {name_or_path!r}: not a file, nor a bundled recipe ({names})")
+
+
+def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """`a.b=value` pairs (values parsed as YAML) into a nested dict."""
+    result: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise TrainError(f"override {pair!r} is not of the form key=value (e.g. trainer.learning_rate=1e-4)")
+        node = result
+        *parents, leaf = key.strip().split(".")
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise TrainError(f"override {pair!r} conflicts with another override of {part!r}")
+            node = child
+        node[leaf] = _yaml(raw)
+    return result
+
+
+def _deep_merge(into: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict) and key != "set":
+            into[key] = _deep_merge(dict(into[key]), value)
+        else:
+            into[key] = value
+    return into
+
+
+def load_recipe(name_or_path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
+                method: str | None = None) -> Recipe:
+    """Read a recipe, apply overrides, validate everything (TRL keys included)."""
+    data: dict[str, Any] = {}
+    source = None
+    if name_or_path is not None:
+        path = resolve_recipe_path(name_or_path)
+        source = str(path)
+        try:
+            data = _yaml(path.read_text()) or {}
+        except yaml.YAMLError as error:
+            raise TrainError(f"recipe {path} is not valid YAML: {error}") from None
+        if not isinstance(data, dict):
+            raise TrainError(f"recipe {path} must be a mapping of sections, not {type(data).__name__}")
+    data = _deep_merge(data, parse_overrides(overrides))
+    if method is not None:
+        if data.get("method") not in (None, method):
+            raise TrainError(f"recipe {source or ''} is a {data['method']} recipe; run `codeagent train "
+                             f"{data['method']}` or pass a {method} recipe")
+        data["method"] = method
+    return validate_recipe(data, source)
+
+
+def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
+    where = f"recipe {source}" if source else "recipe"
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as error:
+        raise TrainError(f"{where}: " + "; ".join(_explain(e) for e in error.errors())) from None
+    recipe.source = source
+    _check_trainer_keys(recipe, where)
+    if recipe.method != "grpo":
+        for section in ("rollout", "rewards"):
+            if section in data:
+                raise TrainError(f"{where}: `{section}` is for grpo recipes only (this one is {recipe.method})")
+    return recipe
+
+
+def _explain(error: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        parent, _, key = location.rpartition(".")
+        known = _known_fields(parent)
+        close = difflib.get_close_matches(key, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known keys: {', '.join(sorted(known))}"
+        return f"unknown key {location!r}{hint}"
+    if error["type"] == "missing":
+        return f"{location} is required"
+    return f"{location}: {error['msg']}"
+
+
+def _known_fields(parent: str) -> list[str]:
+    model: type[BaseModel] = Recipe
+    for part in [p for p in parent.split(".") if p]:
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return [name for name in model.model_fields if name != "source"]
+
+
+def _check_trainer_keys(recipe: Recipe, where: str) -> None:
+    for key, replacement in RESERVED_TRAINER_KEYS.items():
+        if key in recipe.trainer:
+            raise TrainError(f"{where}: set `{replacement}` at the top level of the recipe, not trainer.{key}")
+    try:
+        known = trainer_keys(recipe.method)
+    except ImportError as error:
+        raise TrainError(f"training needs TRL ({error}); pip install 'codeagent[train]'") from None
+    unknown = sorted(set(recipe.trainer) - known)
+    if unknown:
+        name = trl_config_class(recipe.method).__name__
+        problems = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, known, n=3)
+            problems.append(f"trainer.{key}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        raise TrainError(f"{where}: unknown key(s) for TRL's {name}: {'; '.join(problems)}")

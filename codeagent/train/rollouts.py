@@ -1,0 +1,302 @@
+"""GRPO rollouts: real agent runs in sandboxes, with the policy being trained, token-exact.
+
+TRL calls `Rollouts.__call__(prompts, trainer)` with each task's prompt repeated num_generations
+times. Each element becomes one agent run (the same loop as `codeagent solve`) in its own sandbox,
+with the trainer's current model generating through the local backend (or TRL's vLLM engine on GPU);
+the run is written to the trajectory store, graded by the harness, rewarded, and turned into one
+training sequence from the *recorded* token ids: the first prompt, then every completion as sampled,
+with the observation tokens in between masked out (env_mask = 0).
+
+Compact filtering: a run that hit a limit (steps, time, cost, unusable replies in a row) or broke,
+a reply cut at max_tokens, or a sequence longer than max_completion_length keeps its reward (the
+group baseline stays honest) but is masked out of the loss entirely (`rollout.mask_exit_statuses`,
+`rollout.mask_truncated`). Masking the unusable-reply limit matters on small models: a garbled run
+with a large negative advantage otherwise pushes down, through shared weights, the very tokens of
+the tool-call format (measured on the toy benchmark: one such update wiped the format out).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import TrainError
+from .recipe import Recipe
+from .sequences import NotTokenExact, TokenSequence, chain_steps
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Rollout:
+    instance_id: str
+    trajectory_id: str | None = None
+    exit_status: str = "not_run"
+    rewards: dict[str, Any] = field(default_factory=dict)
+    sequence: TokenSequence | None = None
+    masked: str | None = None  # why the run is left out of the loss
+    grade: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+# -- sandboxes and grading ---------------------------------------------------------------------------
+
+def _harness_spec(task):
+    from codeagent.harness.specs import spec_for
+
+    return spec_for(task)
+
+
+def open_task_sandbox(task, config, environment: str):
+    """The sandbox a rollout runs in: the task's harness instance image, or the base image."""
+    from codeagent.sandbox import Limits, open_sandbox, snapshot
+
+    if config.sandbox.kind == "local":
+        return open_sandbox(task.repo, task.base_commit, kind="local")
+    limits = Limits(network=config.sandbox.network, memory=config.sandbox.memory, pids=config.sandbox.pids,
+                    cpus=config.sandbox.cpus)
+    if environment == "harness":
+        from codeagent.harness.environment import task_images
+        from codeagent.sandbox.docker import DockerSandbox
+
+        images = task_images(task, _harness_spec(task))
+        return DockerSandbox(snapshot(task.repo, task.base_commit), prepared_image=images.instance, limits=limits)
+    return open_sandbox(task.repo, task.base_commit, kind="docker", limits=limits, image=config.sandbox.image)
+
+
+def grade_in_sandbox(box, task, *, harness_spec=None) -> dict[str, Any]:
+    """The harness's grading (reset and apply the hidden tests, run them, parse the log, grade) done in
+    the rollout's own sandbox, on its working tree: no second container per rollout."""
+    from codeagent.harness.evaluate import (
+        PATCH_DIR,
+        reset_and_patch_tests_script,
+        run_tests,
+    )
+    from codeagent.harness.grading import ABORT_EXIT_CODES, Outcome, grade, not_run
+    from codeagent.harness.log_parsers import parse_log
+
+    f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
+    if harness_spec is not None:
+        from codeagent.harness.directives import test_command
+
+        command, parser, timeout = test_command(task, harness_spec), harness_spec.log_parser, harness_spec.test_timeout
+    else:
+        if not task.test_command:
+            raise TrainError(f"task {task.instance_id} has no test_command to grade with in the sandbox")
+        command, parser, timeout = task.test_command, task.extra.get("log_parser", "pytest"), 300
+    try:
+        box.run(f"mkdir -p {PATCH_DIR}")
+        if task.test_patch:
+            box.write_file(f"{PATCH_DIR}/test.patch", task.test_patch)
+            prep = box.run(reset_and_patch_tests_script(task.test_patch, f"{PATCH_DIR}/test.patch"), timeout=120)
+            if prep.exit_code != 0:
+                graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p,
+                                 reason=f"the test patch does not apply: {prep.output[-800:]}")
+                return _report(graded)
+        run = run_tests(box, command, timeout)
+        graded = grade(parse_log(parser, run.log), f2p, p2p, exit_code=run.exit_code, log_complete=run.complete,
+                       timed_out=run.timed_out, abort_exit_codes=ABORT_EXIT_CODES.get(parser, frozenset()))
+    except Exception as error:  # a broken sandbox is a harness error for this rollout, not a crash
+        graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=f"{type(error).__name__}: {error}")
+    return _report(graded)
+
+
+def _report(graded) -> dict[str, Any]:
+    data = graded.model_dump(mode="json")
+    data["outcome"] = graded.outcome.value
+    return data
+
+
+# -- the rollout function ----------------------------------------------------------------------------
+
+class Rollouts:
+    """TRL's rollout_func for codeagent: see the module docstring."""
+
+    def __init__(self, recipe: Recipe, tasks: list, tokenizer, config, store, *, run_id: str | None = None):
+        from . import rewards
+
+        self.recipe = recipe
+        self.tasks = {task.instance_id: task for task in tasks}
+        self.tokenizer = tokenizer
+        self.config = config
+        self.store = store
+        self.run_id = run_id or uuid.uuid4().hex[:8]
+        self.components = [name for name, _ in rewards.active(recipe.rewards)]
+        self.max_length = int(recipe.trainer.get("max_completion_length", 512))
+        self.history: list[dict[str, Any]] = []  # one summary per call (per generation batch)
+        self.on_summary = None  # called with each summary (e.g. to write metrics)
+        self._calls = 0
+        self._prepared: set[str] = set()
+        self._prepare_lock = threading.Lock()
+
+    # TRL calls this
+    def __call__(self, prompts: list, trainer) -> dict[str, list]:
+        started = time.monotonic()
+        policy = self.policy(trainer)
+        step = getattr(getattr(trainer, "state", None), "global_step", self._calls)
+        self._calls += 1
+        jobs = []
+        for index, prompt in enumerate(prompts):
+            task = self._task_for(prompt)
+            jobs.append((task, f"grpo-{self.run_id}-s{step}-{task.instance_id}", index))
+        self._prepare_environments([task for task, _, _ in jobs])
+        workers = max(1, min(self.recipe.rollout.workers, len(jobs)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
+            results = list(pool.map(lambda job: self.run_one(job[0], policy, job[1], job[2]), jobs))
+        summary = self.summarize(results, step, time.monotonic() - started)
+        self.history.append(summary)
+        if self.on_summary is not None:
+            self.on_summary(summary)
+        log.info("rollouts at step %s: mean reward %.3f, resolved %.2f, masked %d/%d, %.1fs", step,
+                 summary["reward_mean"], summary["resolved_rate"], summary["masked"], len(results), summary["seconds"])
+        return self.to_trl(results)
+
+    def policy(self, trainer):
+        """The model being trained, behind the Model protocol (generation in eval mode, no grad)."""
+        from codeagent.models.hf import HFModel, TransformersGenerator
+
+        model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
+        generator = None
+        if getattr(trainer, "use_vllm", False):
+            generator = VLLMGenerator(trainer)
+        return HFModel(model, self.tokenizer, name=f"policy:{self.recipe.model.base}",
+                       generator=generator or TransformersGenerator(model),
+                       max_new_tokens=self.recipe.rollout.max_tokens)
+
+    def _task_for(self, prompt):
+        key = prompt if isinstance(prompt, str) else str(prompt)
+        task = self.tasks.get(key)
+        if task is None:
+            raise TrainError(f"the rollout prompt {key[:80]!r} names no known task")
+        return task
+
+    def _prepare_environments(self, tasks: list) -> None:
+        """Build each task's harness images once, before rollouts run in parallel."""
+        if self.recipe.rollout.environment != "harness" and self.recipe.rollout.grader != "harness":
+            return
+        from codeagent.harness.environment import task_images
+
+        with self._prepare_lock:
+            for task in tasks:
+                if task.instance_id not in self._prepared:
+                    task_images(task, _harness_spec(task))
+                    self._prepared.add(task.instance_id)
+
+    def run_one(self, task, policy, group_id: str, index: int) -> Rollout:
+        from codeagent.agent.loop import Agent
+
+        from . import rewards
+
+        started = time.monotonic()
+        rollout = Rollout(task.instance_id)
+        hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})  # the agent never sees them
+        agent = Agent(policy, self.config, store=self.store)
+        try:
+            with open_task_sandbox(task, self.config, self.recipe.rollout.environment) as box:
+                result = agent.run(hidden, box, group_id=group_id, candidate_index=index)
+                rollout.trajectory_id, rollout.exit_status = result.trajectory_id, result.exit_status
+                if self.recipe.rollout.grader == "sandbox":
+                    spec = _harness_spec(task) if self.recipe.rollout.environment == "harness" else None
+                    rollout.grade = grade_in_sandbox(box, task, harness_spec=spec)
+            if self.recipe.rollout.grader == "harness":
+                from codeagent.evals.batch import grade_task
+
+                folder = Path(self.recipe.output_dir) / "grading" / (rollout.trajectory_id or f"{group_id}-{index}")
+                rollout.grade = grade_task(task, result.patch, folder)
+        except Exception as error:  # a rollout that breaks is a masked zero, not a dead training run
+            log.warning("rollout of %s failed: %s: %s", task.instance_id, type(error).__name__, error)
+            rollout.masked = f"rollout failed: {type(error).__name__}: {error}"
+            rollout.rewards = {name: 0.0 for name in (*self.components, "total")}
+            rollout.seconds = time.monotonic() - started
+            return rollout
+        trajectory = self.store.load(rollout.trajectory_id)
+        resolved = rollout.grade.get("outcome") == "resolved"
+        rollout.rewards = rewards.compute(trajectory, resolved=resolved, gold_patch=task.gold_patch,
+                                          weights=self.recipe.rewards)
+        self.store.add_verification(rollout.trajectory_id, {"resolved": resolved, "outcome": rollout.grade.get("outcome"),
+                                                            "grader": self.recipe.rollout.grader})
+        self.store.add_rewards(rollout.trajectory_id, rollout.rewards)
+        rollout.sequence, rollout.masked = self._sequence(trajectory)
+        rollout.seconds = time.monotonic() - started
+        return rollout
+
+    def _sequence(self, trajectory) -> tuple[TokenSequence | None, str | None]:
+        """The training sequence from the recorded ids, and why it is masked (compact filtering), if it is."""
+        try:
+            sequence = chain_steps(trajectory.steps)
+        except NotTokenExact as error:
+            return None, f"not token-exact: {error}"
+        settings = self.recipe.rollout
+        masked = None
+        if trajectory.exit_status in settings.mask_exit_statuses:
+            masked = f"exit status {trajectory.exit_status}"
+        elif settings.mask_truncated and sequence.truncated_steps:
+            masked = f"{sequence.truncated_steps} reply(ies) cut at max_tokens"
+        if len(sequence.completion_ids) > self.max_length:
+            cut = self.max_length
+            sequence.completion_ids, sequence.mask = sequence.completion_ids[:cut], sequence.mask[:cut]
+            sequence.logprobs = sequence.logprobs[:cut]
+            if settings.mask_truncated or masked is None:
+                masked = masked or f"longer than max_completion_length={self.max_length}"
+        return sequence, masked
+
+    # -- output --------------------------------------------------------------------------------------
+
+    def to_trl(self, rollouts: list[Rollout]) -> dict[str, list]:
+        filler = self.tokenizer.eos_token_id
+        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+                                "trajectory_id": [], **{f"reward_{name}": [] for name in self.components}}
+        for rollout in rollouts:
+            sequence = rollout.sequence or TokenSequence([filler], [filler], [0], [0.0])
+            mask = [0] * len(sequence.mask) if rollout.masked else list(sequence.mask)
+            out["prompt_ids"].append(list(sequence.prompt_ids))
+            out["completion_ids"].append(list(sequence.completion_ids))
+            out["logprobs"].append(list(sequence.logprobs))
+            out["env_mask"].append(mask)
+            out["trajectory_id"].append(rollout.trajectory_id or "")
+            for name in self.components:
+                out[f"reward_{name}"].append(float(rollout.rewards.get(name, 0.0)))
+        return out
+
+    def summarize(self, rollouts: list[Rollout], step: int, seconds: float) -> dict[str, Any]:
+        totals = [float(r.rewards.get("total", 0.0)) for r in rollouts]
+        summary = {
+            "step": step, "rollouts": len(rollouts), "seconds": round(seconds, 2),
+            "reward_mean": sum(totals) / max(1, len(totals)),
+            "resolved_rate": sum(r.rewards.get("resolved", 0.0) for r in rollouts) / max(1, len(rollouts)),
+            "masked": sum(1 for r in rollouts if r.masked),
+            "mask_reasons": sorted({r.masked for r in rollouts if r.masked}),
+            "exit_statuses": {s: sum(1 for r in rollouts if r.exit_status == s) for s in {r.exit_status for r in rollouts}},
+            "per_task": {},
+            "trajectory_ids": [r.trajectory_id for r in rollouts],
+        }
+        for rollout in rollouts:
+            entry = summary["per_task"].setdefault(rollout.instance_id, [])
+            entry.append(float(rollout.rewards.get("total", 0.0)))
+        return summary
+
+
+class VLLMGenerator:
+    """Generation through TRL's vLLM engine (`use_vllm=True`; TRL syncs the LoRA weights into it before
+    each rollout batch). Sampling settings are TRL's (GRPOConfig temperature, top_p, and
+    max_completion_length as the per-call limit). Written against TRL 1.x's VLLMGeneration.generate;
+    it needs a GPU and the `vllm` package, which this project's CI does not have."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.lock = threading.Lock()
+
+    def generate(self, prompt_ids, *, max_new_tokens, temperature, top_p, seed, stop_ids):
+        with self.lock:
+            _, completions, logprobs, _ = self.trainer.vllm_generation.generate(
+                prompts=[list(prompt_ids)], images=None, num_generations=1)
+        ids = list(completions[0])
+        values = [float(lp[0]) if isinstance(lp, (list, tuple)) else float(lp) for lp in logprobs[0]]
+        stopped = bool(ids) and ids[-1] in stop_ids
+        return ids, values, stopped

@@ -1,0 +1,37 @@
+"""Supervised fine-tuning on resolved trajectories (TRL SFTTrainer + LoRA), assistant tokens only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .data import save_summary, sft_rows, to_dataset
+from .modeling import (
+    MetricsFile,
+    load_base,
+    peft_config_for,
+    save_adapter,
+    train,
+    trl_args,
+)
+from .recipe import Recipe
+
+
+def build_trainer(recipe: Recipe, *, callbacks=(), store=None):
+    from trl import SFTTrainer
+
+    model, tokenizer = load_base(recipe)
+    args = trl_args(recipe)
+    rows, summary = sft_rows(recipe.data, tokenizer, max_length=args.max_length, store=store)
+    dataset = to_dataset(rows)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config_for(model, recipe), callbacks=list(callbacks))
+    return trainer, tokenizer, summary
+
+
+def run(recipe: Recipe, *, callbacks=(), store=None) -> Path:
+    """Train and save the adapter; returns its directory."""
+    metrics = MetricsFile(Path(recipe.output_dir) / "metrics.jsonl")
+    trainer, tokenizer, summary = build_trainer(recipe, callbacks=[metrics.callback, *callbacks], store=store)
+    save_summary(summary, Path(recipe.output_dir) / "training_data.json")
+    final = train(trainer, recipe, metrics)
+    return save_adapter(trainer, tokenizer, recipe, summary, final)
