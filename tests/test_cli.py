@@ -61,3 +61,19 @@ def test_the_wheel_carries_the_asset_folders(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})
     assert proc.stdout.strip() == str(tmp_path / "site" / "codeagent" / "_assets" / "evals")
+
+
+def test_eval_select_reports_best_at_n_per_policy(tmp_path):
+    rows = []
+    for instance, outcomes in (("a-1", [True, False, False]), ("b-2", [False, False, False])):
+        for index, resolved in enumerate(outcomes):
+            patch = f"diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n@@ -1 +1 @@\n-x = 0\n+x = {index}\n"
+            rows.append({"instance_id": instance, "index": index, "patch": patch, "resolved": resolved,
+                         "scores": {"regression": 1.0 if resolved else 0.5}})
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "result.json"
+    proc = codeagent("eval", "select", "--candidates", str(candidates), "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["pass_at_n"]["count"] == 1 and result["policies"]["tests"]["best_at_n"] == 1

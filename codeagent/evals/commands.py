@@ -25,9 +25,28 @@ def _selection_options(command):
     return command
 
 
-@click.group("eval")
+class _LazyGroup(click.Group):
+    """Subcommands named in `lazy` ("name": "module:attribute") are imported only when used, so
+    `codeagent --help` does not load what they need."""
+
+    lazy = {"select": "codeagent.scaling.offline:select_command"}
+
+    def list_commands(self, ctx):
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx, name):
+        if name in self.lazy:
+            import importlib
+
+            module, _, attribute = self.lazy[name].partition(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, name)
+
+
+@click.group("eval", cls=_LazyGroup)
 def eval_group() -> None:
-    """Grade predictions (an offline SWE-bench harness) and run the agent on benchmarks."""
+    """Grade predictions (an offline SWE-bench harness), run the agent on benchmarks, and compare
+    selection policies offline."""
 
 
 @eval_group.command("grade")
