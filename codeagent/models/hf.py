@@ -191,7 +191,7 @@ class HFModel:
 
     def render(self, messages: list[dict], tools: list[dict] | None, *, add_generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
-            _template_messages(messages), tools=tools or None, tokenize=False,
+            template_messages(messages), tools=tools or None, tokenize=False,
             add_generation_prompt=add_generation_prompt, **self.chat_template_kwargs,
         )
 
@@ -226,11 +226,13 @@ class HFModel:
 
 # -- helpers -----------------------------------------------------------------------------------------
 
-def _template_messages(messages: list[dict]) -> list[dict]:
-    """Messages as chat templates expect them: arguments of past calls as objects, not JSON text."""
+def template_messages(messages: list[dict]) -> list[dict]:
+    """Messages in the shape chat templates read: content never None, tool-call arguments parsed
+    into objects (text that is not JSON is kept as it is: the template writes it out)."""
     out = []
     for message in messages:
-        message = dict(message)
+        message = {key: value for key, value in message.items() if value is not None}
+        message.setdefault("content", "")
         if message.get("tool_calls"):
             calls = []
             for call in message["tool_calls"]:
@@ -240,7 +242,7 @@ def _template_messages(messages: list[dict]) -> list[dict]:
                     try:
                         function["arguments"] = json.loads(arguments) if arguments.strip() else {}
                     except json.JSONDecodeError:
-                        pass  # keep the text: the template writes it as it is
+                        pass
                 calls.append({**call, "function": function})
             message["tool_calls"] = calls
         out.append(message)

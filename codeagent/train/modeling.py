@@ -280,3 +280,15 @@ codeagent solve --model hf:PATH_TO_THIS_DIR ...
 {recipe_yaml}
 ```
 """
+
+
+def run_trainer(build_trainer, recipe: Recipe, *, callbacks=(), store=None) -> Path:
+    """Build a trainer with `build_trainer(recipe, callbacks=, store=)`, train, save the adapter and
+    its card; returns the adapter's directory."""
+    from .data import save_summary
+
+    metrics = MetricsFile(Path(recipe.output_dir) / "metrics.jsonl")
+    trainer, tokenizer, summary = build_trainer(recipe, callbacks=[metrics.callback, *callbacks], store=store)
+    save_summary(summary, Path(recipe.output_dir) / "training_data.json")
+    final = train(trainer, recipe, metrics)
+    return save_adapter(trainer, tokenizer, recipe, summary, final)

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..models.hf import template_messages
 from . import TrainError
 
 
@@ -82,28 +83,6 @@ def chain_steps(steps: list[Any]) -> TokenSequence:
 def has_token_ids(trajectory) -> bool:
     return bool(trajectory.steps) and all(step.prompt_token_ids and step.token_ids is not None
                                           for step in trajectory.steps)
-
-
-def template_messages(messages: list[dict]) -> list[dict]:
-    """Messages in the shape chat templates read: content never None, tool-call arguments parsed."""
-    out = []
-    for message in messages:
-        message = {key: value for key, value in message.items() if value is not None}
-        message.setdefault("content", "")
-        if message.get("tool_calls"):
-            calls = []
-            for call in message["tool_calls"]:
-                function = dict(call.get("function") or {})
-                arguments = function.get("arguments")
-                if isinstance(arguments, str):
-                    try:
-                        function["arguments"] = json.loads(arguments) if arguments.strip() else {}
-                    except json.JSONDecodeError:
-                        pass
-                calls.append({**call, "function": function})
-            message["tool_calls"] = calls
-        out.append(message)
-    return out
 
 
 def has_generation_markers(template: str | None) -> bool:

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .data import save_summary, sft_rows, to_dataset
-from .modeling import (
-    MetricsFile,
-    load_base,
-    peft_config_for,
-    save_adapter,
-    train,
-    trl_args,
-)
+from .data import sft_rows, to_dataset
+from .modeling import load_base, peft_config_for, run_trainer, trl_args
 from .recipe import Recipe
 
 
@@ -30,8 +23,4 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None):
 
 def run(recipe: Recipe, *, callbacks=(), store=None) -> Path:
     """Train and save the adapter; returns its directory."""
-    metrics = MetricsFile(Path(recipe.output_dir) / "metrics.jsonl")
-    trainer, tokenizer, summary = build_trainer(recipe, callbacks=[metrics.callback, *callbacks], store=store)
-    save_summary(summary, Path(recipe.output_dir) / "training_data.json")
-    final = train(trainer, recipe, metrics)
-    return save_adapter(trainer, tokenizer, recipe, summary, final)
+    return run_trainer(build_trainer, recipe, callbacks=callbacks, store=store)

@@ -175,7 +175,7 @@ def toy_corpus(store_dir: str | Path | None = None) -> list[str]:
     """Text for a toy model's tokenizer: the default corpus plus the toy conversations as rendered."""
     from codeagent.trajectory.store import TrajectoryStore
 
-    from .sequences import template_messages
+    from ..models.hf import template_messages
     from .tiny import build_tokenizer, default_corpus
 
     texts = default_corpus() + [asset_path("evals", "toy", "family.yaml").read_text()]
