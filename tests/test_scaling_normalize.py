@@ -5,8 +5,9 @@ from __future__ import annotations
 import difflib
 import re
 
-from codeagent.scaling.normalize import (EMPTY, NO_CHANGE, NOT_APPLYING, annotate, diff_key, git_reader,
-                                         group_candidates, normalize, normalized_key, touched_files, tree_reader)
+from codeagent.scaling.normalize import (EMPTY, NO_CHANGE, NOT_APPLYING, annotate, diff_features, diff_key,
+                                         git_reader, group_candidates, normalize, normalized_key, similarity,
+                                         touched_files, tree_reader)
 from codeagent.scaling.types import Candidate
 
 from .conftest import git
@@ -49,6 +50,7 @@ FIX_REFORMATTED = BASE.replace("return a - b", "return (a+b)").replace("def mul(
 FIX_NEW_DOCSTRING = FIX.replace('"""Add two numbers."""', "'''Return the sum of a and b.'''")
 FIX_BLANK_LINES = FIX.replace("\n\n\ndef mul", "\n\ndef mul")
 OTHER_FIX = BASE.replace("return a - b", "return b + a")  # also right, but a different answer
+MUL_CHANGE = BASE.replace("return a * b", "return b * a * 1")  # another function entirely
 COMMENT_ONLY = BASE.replace("    return a - b", "    # TODO: check\n    return a - b")
 
 
@@ -145,3 +147,19 @@ def test_readers(make_repo):
     assert normalized_key(diff("calc.py", FIX), git_reader(repo / ".git", commit)) == key
     assert normalized_key(diff("calc.py", FIX), tree_reader(repo)) == key
     assert tree_reader(repo)("../etc/passwd") is None
+
+
+def test_features_and_similarity():
+    fix, other, mul = (normalize(diff("calc.py", text), read).features for text in (FIX, OTHER_FIX, MUL_CHANGE))
+    assert fix["scopes"] == ["calc.py:add"] and mul["scopes"] == ["calc.py:mul"]
+    assert fix["tokens"] == {"-return": 1, "-a": 1, "--": 1, "-b": 1, "+return": 1, "+a": 1, "++": 1, "+b": 1}
+    assert similarity(fix, fix) == 1.0
+    assert similarity(fix, other) > 0.9  # same function, same tokens in another order
+    assert similarity(fix, mul) < 0.3 and similarity(fix, mul) == similarity(mul, fix)
+    assert similarity({}, fix) == 0.0
+    from_text = diff_features(diff("calc.py", FIX))
+    assert from_text["scopes"] == ["calc.py:"]  # the hunk starts at line 1: no enclosing def in its header
+    assert from_text["tokens"]["+return"] == 1
+    candidates = [Candidate(instance_id="t", index=0, patch=diff("calc.py", FIX))]
+    annotate(candidates, read)
+    assert candidates[0].details["features"] == fix

@@ -58,11 +58,18 @@ def test_discovery_by_name_and_import(make_repo):
         "tests/test_uses.py": "from pkg.mod import X\n\ndef test_y():\n    assert X\n",
         "tests/test_unrelated.py": "def test_z():\n    pass\n",
         "src/pkg/tests/test_mod.py": "def test_w():\n    pass\n",
+        "tests/test_other_user.py": "from pkg.other import Y\n\ndef test_v():\n    assert Y\n",
+        "tests/test_everything.py": "import pkg.other\n" + "def test_q():\n    pass\n" * 50,
     })
     commit = git(repo, "rev-parse", "HEAD").strip()
+    # named after the module, its own package's first; the file that merely imports it is not needed
     found = discover_test_files(repo / ".git", commit, ["src/pkg/mod.py"])
-    assert found[0] == "src/pkg/tests/test_mod.py"  # named after it and in its own package
-    assert set(found) == {"src/pkg/tests/test_mod.py", "tests/test_mod.py", "tests/test_uses.py"}
+    assert found == ["src/pkg/tests/test_mod.py", "tests/test_mod.py"]
+    # nothing named after it: the files importing it, smallest first
+    assert discover_test_files(repo / ".git", commit, ["src/pkg/other.py"]) == [
+        "tests/test_other_user.py", "tests/test_everything.py"]
+    both = discover_test_files(repo / ".git", commit, ["src/pkg/mod.py", "src/pkg/other.py"], limit=3)
+    assert both == ["src/pkg/tests/test_mod.py", "tests/test_other_user.py", "tests/test_mod.py"]  # round-robin
     task = Task(repo=str(repo), base_commit=commit, problem_statement="p")
     patch = "--- a/src/pkg/mod.py\n+++ b/src/pkg/mod.py\n@@ -1 +1 @@\n-X = 1\n+X = 3\n"
     assert choose_test_files(task, [patch]) == (found, "touched modules")
@@ -72,7 +79,7 @@ def test_discovery_by_name_and_import(make_repo):
 
 def test_expected_changes_need_a_majority_of_two_or_more():
     a, b, c = "t::a", "t::b", "t::c"
-    assert expected_changes([[a], [a], [], [b]], total=3) == {a}  # 2 of 4 is not more than half
+    assert expected_changes([[a], [a], [], [b]], total=3) == set()  # 2 of 4 is not more than half
     assert expected_changes([[a], [a], [b]], total=3) == {a}
     assert expected_changes([[a]], total=3) == set()  # one run says nothing
     assert expected_changes([[a, b, c], [a, b, c], []], total=3) == set()  # everything broke: keep all
@@ -151,4 +158,28 @@ def test_regression_without_pass_to_pass_discovers_tests(calc_task):
     assert suite.source == "touched modules" and suite.files == ["tests/test_calc.py"]
     # every test passing on the original code counts; test_add_is_broken fails there, so it does not
     assert suite.tests == ["tests/test_calc.py::test_mul", "tests/test_calc.py::test_mul_zero"]
+    assert [c.scores["regression"] for c in candidates] == [0.5, 1.0]
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_test_file_that_stops_the_run_is_dropped(tmp_path, base_image):
+    """Without PASS_TO_PASS, discovery finds tests/test_calc.py and tests/test_extra.py; the latter
+    fails to import and interrupts pytest for both, so each file is tried alone and only the
+    working one is kept."""
+    repo = tmp_path / "calc"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(SOURCE)
+    (repo / "extra.py").write_text("Z = 1\n")
+    (repo / "tests" / "test_calc.py").write_text(TESTS)
+    (repo / "tests" / "test_extra.py").write_text("import not_installed_anywhere\n\n\ndef test_z():\n    pass\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc")
+    task = Task(repo=str(repo), base_commit=git(repo, "rev-parse", "HEAD").strip(), instance_id="synthetic__regr-3",
+                problem_statement="add() subtracts", extra={"install_config": CONFIG})
+    touches_extra = BREAKS_ZERO + "--- a/extra.py\n+++ b/extra.py\n@@ -1 +1 @@\n-Z = 1\n+Z = 2\n"
+    candidates = [Candidate(instance_id=task.instance_id, index=0, patch=touches_extra),
+                  Candidate(instance_id=task.instance_id, index=1, patch=GOLD)]
+    suite = score_candidates(task, candidates, consensus=None)
+    assert suite.files == ["tests/test_calc.py"] and suite.base["dropped_files"] == ["tests/test_extra.py"]
     assert [c.scores["regression"] for c in candidates] == [0.5, 1.0]

@@ -7,7 +7,7 @@ import pytest
 from codeagent.scaling.selection import POLICIES, SelectionError, select
 from codeagent.scaling.types import Candidate
 
-from .test_scaling_normalize import FIX, FIX_COMMENTED, FIX_REFORMATTED, OTHER_FIX, diff, read
+from .test_scaling_normalize import FIX, FIX_COMMENTED, FIX_REFORMATTED, MUL_CHANGE, OTHER_FIX, diff, read
 
 
 def cand(index: int, key: str | None = None, *, patch: str = "some patch", discarded: str | None = None,
@@ -27,7 +27,7 @@ def test_vote_picks_the_largest_class_and_breaks_ties_stably():
     assert chosen.ranking[:3] == [1, 2, 4] and sorted(chosen.ranking) == [0, 1, 2, 3, 4]
     assert "3" in chosen.why and "candidate 1" in chosen.why
     tie = select([cand(0, "x"), cand(1, "y"), cand(2, "y"), cand(3, "x")], "vote")
-    assert tie.chosen == 0 and "sampled first" in tie.why  # both classes have 2: the one seen first wins
+    assert tie.chosen == 0 and "sampled first" in tie.why and "votes, similarity" in tie.why  # both classes have 2: the one seen first wins
     assert select(list(reversed([cand(0, "x"), cand(1, "y"), cand(2, "y"), cand(3, "x")])), "vote").chosen == 0
 
 
@@ -39,6 +39,21 @@ def test_votes_from_real_normalization():
     assert selection.chosen == 1 and selection.votes[1] == 3 and 2 not in selection.votes
     assert selection.ranking[-1] == 2  # the empty patch last
     assert all(not c.details for c in pool)  # the caller's candidates are untouched
+
+
+def test_soft_votes_break_ties_between_singletons():
+    """No two patches are equivalent; the two that change add() alike outweigh the lone one."""
+    plus_zero = FIX.replace("return a + b", "return a + b + 0")
+    pool = [Candidate(instance_id="t", index=i, patch=diff("calc.py", text))
+            for i, text in enumerate([MUL_CHANGE, plus_zero, FIX])]
+    selection = select(pool, "vote", read=read)
+    assert set(selection.votes.values()) == {1}
+    assert selection.chosen == 2 and selection.ranking == [2, 1, 0]
+    assert "similarity" in selection.why and "candidate 1" in selection.why
+    assert select(pool, "vote", read=read, soft_votes=False).chosen == 0  # exact votes only: the first wins
+    assert select(pool, "tests", read=read).chosen == 2
+    same = [Candidate(instance_id="t", index=i, patch=diff("calc.py", text)) for i, text in enumerate([OTHER_FIX, FIX])]
+    assert "sampled first" in select(same, "vote", read=read).why  # equally similar: the first
 
 
 def test_discarded_candidates_are_never_chosen_when_a_usable_one_exists():

@@ -65,6 +65,7 @@ class Normalized:
     key: str | None  # None: discarded
     files: dict[str, str | None] = field(default_factory=dict)  # path -> normalized content (None: deleted)
     reason: str | None = None  # why it was discarded
+    features: dict = field(default_factory=dict)  # what it changes, for similarity (see change_features)
 
 
 # ------------------------------------------------------------------------------------- diff files
@@ -300,7 +301,98 @@ def normalize(patch: str, read: Reader, base_cache: dict[str, str | None] | None
     if not files:
         return Normalized(None, reason=NO_CHANGE)
     digest = hashlib.sha256(json.dumps(files, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogateescape"))
-    return Normalized("n:" + digest.hexdigest()[:24], files)
+    return Normalized("n:" + digest.hexdigest()[:24], files,
+                      features=change_features({path: (cache[path], new) for path, new in files.items()}))
+
+
+# ------------------------------------------------------------------------------------- similarity
+# Exact equivalence is rare between different-but-right patches; how close two patches are is a
+# softer signal (right patches tend to change the same functions in similar ways, wrong ones go
+# wrong in different ways). Features: the scopes changed (path:Class.function) and the tokens of
+# the changed normalized lines, signed.
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def _scopes_by_line(text: str) -> list[str]:
+    """For each line of (normalized) Python source, the innermost def/class around it ('' at module level)."""
+    lines = text.count("\n") + 1
+    names = [""] * (lines + 2)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return names
+
+    def walk(node, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}" if prefix else child.name
+                for line in range(child.lineno, (child.end_lineno or child.lineno) + 1):
+                    if line < len(names):
+                        names[line] = name
+                walk(child, name)
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    return names
+
+
+def change_features(changes: dict[str, tuple[str | None, str | None]]) -> dict:
+    """{"scopes": [...], "tokens": {signed token: count}} of {path: (normalized base, normalized new)}."""
+    import difflib
+
+    scopes: set[str] = set()
+    tokens: dict[str, int] = {}
+    for path, (old, new) in changes.items():
+        before, after = (old or "").splitlines(), (new or "").splitlines()
+        python = path.endswith(".py")
+        old_scope = _scopes_by_line(old or "") if python else []
+        new_scope = _scopes_by_line(new or "") if python else []
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            for sign, lines, first, table in (("-", before[i1:i2], i1, old_scope), ("+", after[j1:j2], j1, new_scope)):
+                for offset, line in enumerate(lines):
+                    number = first + offset + 1
+                    scopes.add(f"{path}:{table[number] if number < len(table) else ''}")
+                    for token in _TOKEN.findall(line):
+                        key = sign + token
+                        tokens[key] = tokens.get(key, 0) + 1
+    return {"scopes": sorted(scopes), "tokens": tokens}
+
+
+def diff_features(patch: str) -> dict:
+    """Features from the diff text alone (no tree): scopes from the hunk headers' context."""
+    scopes: set[str] = set()
+    tokens: dict[str, int] = {}
+    path = ""
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            path = _path(line[4:], "b/") or path
+        elif line.startswith("--- "):
+            continue
+        elif line.startswith("@@"):
+            context = line.split("@@", 2)[-1].strip()
+            match = re.search(r"(?:def|class)\s+(\w+)", context)
+            scopes.add(f"{path}:{match.group(1) if match else ''}")
+        elif line.startswith(("+", "-")):
+            code = line[1:].split("#", 1)[0]
+            for token in _TOKEN.findall(code):
+                tokens[line[0] + token] = tokens.get(line[0] + token, 0) + 1
+    return {"scopes": sorted(scopes), "tokens": tokens}
+
+
+def similarity(a: dict, b: dict) -> float:
+    """In [0, 1]: half the Jaccard index of the changed scopes, half the weighted Jaccard index of
+    the signed tokens of the changed lines."""
+    scopes_a, scopes_b = set(a.get("scopes") or ()), set(b.get("scopes") or ())
+    scope = len(scopes_a & scopes_b) / len(scopes_a | scopes_b) if scopes_a | scopes_b else 0.0
+    tokens_a, tokens_b = a.get("tokens") or {}, b.get("tokens") or {}
+    keys = set(tokens_a) | set(tokens_b)
+    high = sum(max(tokens_a.get(k, 0), tokens_b.get(k, 0)) for k in keys)
+    low = sum(min(tokens_a.get(k, 0), tokens_b.get(k, 0)) for k in keys)
+    return 0.5 * scope + 0.5 * (low / high if high else 0.0)
 
 
 def normalized_key(patch: str, read: Reader, *, ignore_tests: bool = True) -> str | None:
@@ -334,22 +426,26 @@ def diff_key(patch: str) -> str | None:
 # ------------------------------------------------------------------------------------ candidates
 
 def annotate(candidates: Iterable[Candidate], read: Reader | None) -> dict[str, list[int]]:
-    """Key every candidate (in place): details["normalized"] = its key, or details["discarded"] = the
-    reason. Returns key -> candidate indices, classes in order of their first member."""
+    """Key every candidate (in place): details["normalized"] = its key and details["features"] what
+    it changes (for `similarity`), or details["discarded"] = the reason. Returns key -> candidate
+    indices, classes in order of their first member."""
     cache: dict[str, str | None] = {}
     groups: dict[str, list[int]] = {}
     for candidate in candidates:
         if read is not None:
             result = normalize(candidate.patch, read, cache)
-            key, reason = result.key, result.reason
+            key, reason, features = result.key, result.reason, result.features
         else:
             key = diff_key(candidate.patch)
             reason = None if key else EMPTY
+            features = diff_features(candidate.patch) if key else {}
         if key is None:
             candidate.details["discarded"] = reason
             candidate.details.pop("normalized", None)
+            candidate.details.pop("features", None)
             continue
         candidate.details["normalized"] = key
+        candidate.details["features"] = features
         groups.setdefault(key, []).append(candidate.index)
     return groups
 

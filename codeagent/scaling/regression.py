@@ -38,7 +38,7 @@ from .types import Candidate
 
 SCHEMA = 1  # part of every cache key
 CONSENSUS = 0.5  # see score_candidates
-MAX_DISCOVERED_FILES = 6
+MAX_DISCOVERED_FILES = 4
 _DJANGO_ID = re.compile(r"^\S+ \(([\w.]+)\)$")
 
 
@@ -99,12 +99,19 @@ def source_files(patches: Iterable[str]) -> list[str]:
 
 def discover_test_files(git_dir: str | Path, commit: str, modules: Sequence[str],
                         limit: int = MAX_DISCOVERED_FILES) -> list[str]:
-    """Test files of the tree at `commit` for the given source modules: named test_<module>.py
-    (best when under the module's own package), or importing the module by its dotted name."""
-    listing = _git(git_dir, "ls-tree", "-r", "--name-only", commit)
-    tests = [path for path in listing.splitlines()
-             if path.endswith(".py") and path.rsplit("/", 1)[-1].startswith("test") and is_test_file(path)]
-    scores: dict[str, float] = {}
+    """Test files of the tree at `commit` for the given source modules. Per module: the files named
+    after it (test_<module>.py, best under the module's own package; then test_<module>*.py there);
+    only when there is none, the smallest test files that import it by its dotted name (a catch-all
+    file importing everything is slow and says little). At most `limit` in all, round-robin."""
+    listing = _git(git_dir, "ls-tree", "-r", "-l", commit)
+    sizes: dict[str, int] = {}
+    for line in listing.splitlines():
+        meta, _, path = line.partition("\t")
+        name = path.rsplit("/", 1)[-1]
+        if path.endswith(".py") and name.startswith("test") and is_test_file(path):
+            size = meta.split()[-1]
+            sizes[path] = int(size) if size.isdigit() else 0
+    per_module: list[list[str]] = []
     for module in modules:
         parts = module[:-3].split("/")
         if parts[-1] == "__init__":
@@ -113,25 +120,33 @@ def discover_test_files(git_dir: str | Path, commit: str, modules: Sequence[str]
             continue
         stem = parts[-1]
         package_dir = "/".join(module.split("/")[:-1])
-        dotted_parts = parts[1:] if parts[0] in ("src", "lib") and len(parts) > 1 else parts
-        dotted = ".".join(dotted_parts)
-        for path in tests:
+        named = []
+        for path in sizes:
             name = path.rsplit("/", 1)[-1]
+            near = bool(package_dir) and path.startswith(package_dir + "/")
             if name == f"test_{stem}.py":
-                scores[path] = scores.get(path, 0) + 2 + (1 if package_dir and path.startswith(package_dir) else 0)
-        if len(dotted_parts) > 1:
-            parent, leaf = ".".join(dotted_parts[:-1]), dotted_parts[-1]
-            patterns = [rf"import {re.escape(dotted)}\b", rf"from {re.escape(dotted)} import",
-                        rf"from {re.escape(parent)} import .*\b{re.escape(leaf)}\b"]
-            grep = subprocess.run(["git", "--git-dir", str(git_dir), "grep", "-l", "-E", "-e", patterns[0],
-                                   "-e", patterns[1], "-e", patterns[2], commit, "--", *_test_globs()],
-                                  capture_output=True, text=True)
-            for line in grep.stdout.splitlines():
-                path = line.split(":", 1)[1] if ":" in line else line
-                if path in tests:
-                    scores[path] = scores.get(path, 0) + 1
-    ranked = sorted(scores, key=lambda path: (-scores[path], path))
-    return ranked[:limit]
+                named.append((0 if near else 1, path))
+            elif near and name.startswith(f"test_{stem}"):
+                named.append((2, path))
+        if named:
+            per_module.append([path for _, path in sorted(named)])
+            continue
+        dotted_parts = parts[1:] if parts[0] in ("src", "lib") and len(parts) > 1 else parts
+        if len(dotted_parts) < 2:
+            continue
+        dotted, parent, leaf = ".".join(dotted_parts), ".".join(dotted_parts[:-1]), dotted_parts[-1]
+        grep = subprocess.run(["git", "--git-dir", str(git_dir), "grep", "-l", "-E",
+                               "-e", rf"import {re.escape(dotted)}\b", "-e", rf"from {re.escape(dotted)} import",
+                               "-e", rf"from {re.escape(parent)} import .*\b{re.escape(leaf)}\b",
+                               commit, "--", *_test_globs()], capture_output=True, text=True)
+        importing = {line.split(":", 1)[1] if ":" in line else line for line in grep.stdout.splitlines()}
+        per_module.append(sorted((path for path in importing if path in sizes), key=lambda p: (sizes[p], p)))
+    chosen: list[str] = []
+    for depth in range(max((len(files) for files in per_module), default=0)):
+        for files in per_module:
+            if depth < len(files) and files[depth] not in chosen and len(chosen) < limit:
+                chosen.append(files[depth])
+    return chosen
 
 
 def _test_globs() -> list[str]:
@@ -239,9 +254,22 @@ def prepare_suite(task: Task, patches: Sequence[str] = (), *, cache_dir: str | P
     wanted = list(task.PASS_TO_PASS)
     base = _run(task, suite.image, command, spec.log_parser, suite.timeout, wanted, "")
     statuses: dict[str, str] = base.pop("statuses", {}) or {}
-    suite.base = {k: base.get(k) for k in ("outcome", "reason", "exit_code", "seconds", "test_seconds")}
+    if not _passing(statuses) and len(files) > 1 and base["outcome"] != "harness_error":
+        # One file can stop the whole run (a module that fails to import: pytest is interrupted,
+        # sympy's runner aborts): keep the files in which some test passes on its own.
+        working = []
+        for path in files:
+            alone = _run(task, suite.image, _command(task, spec, [path]), spec.log_parser, suite.timeout, wanted, "")
+            if _passing(alone.get("statuses") or {}):
+                working.append(path)
+        if working and working != files:
+            suite.files, suite.command = working, _command(task, spec, working)
+            base = _run(task, suite.image, suite.command, spec.log_parser, suite.timeout, wanted, "")
+            statuses = base.pop("statuses", {}) or {}
+            suite.base["dropped_files"] = [path for path in files if path not in working]
+    suite.base.update({k: base.get(k) for k in ("outcome", "reason", "exit_code", "seconds", "test_seconds")})
     suite.base["tests_in_log"] = len(statuses)
-    if base["outcome"] in ("timeout", "harness_error") or not statuses:
+    if base["outcome"] in ("timeout", "harness_error") or not _passing(statuses):
         suite.error = f"the baseline run failed: {base['outcome']}: {str(base.get('reason'))[:500]}"
     elif wanted:
         suite.tests = list(base.get("passed") or [])
@@ -253,6 +281,10 @@ def prepare_suite(task: Task, patches: Sequence[str] = (), *, cache_dir: str | P
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps(asdict(suite)))
     return suite
+
+
+def _passing(statuses: dict[str, str]) -> bool:
+    return any(status in ("PASSED", "XFAIL") for status in statuses.values())
 
 
 def run_candidate(task: Task, suite: RegressionSuite, patch: str, *,
@@ -376,6 +408,19 @@ def apply_consensus(candidates: Sequence[Candidate], threshold: float = CONSENSU
         report["expected_changes"] = sorted(expected)
         candidate.scores["regression"] = float(report["score"])
     return expected
+
+
+def cached_suites(cache_dir: str | Path, instance_id: str) -> list[RegressionSuite]:
+    """The suites cached for an instance, newest first (several when its image changed)."""
+    folder = Path(cache_dir) / (re.sub(r"[^\w.-]", "_", instance_id) or "task")
+    paths = sorted(folder.glob("suite-*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
+    return [RegressionSuite(**json.loads(path.read_text())) for path in paths]
+
+
+def cached_run(cache_dir: str | Path, instance_id: str, suite: RegressionSuite, patch: str) -> dict[str, Any] | None:
+    """A run of `suite` on `patch` from the cache, or None."""
+    path = _cache_path(cache_dir, instance_id, "run", suite.key(), patch)
+    return json.loads(path.read_text()) if path and path.is_file() else None
 
 
 def _cache_path(cache_dir: str | Path | None, instance_id: str, kind: str, *parts: Any) -> Path | None:

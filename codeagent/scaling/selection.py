@@ -4,13 +4,21 @@
 
 Policies (every one ranks usable candidates first; a discarded one is chosen only when nothing else is):
 
-- `vote`: the largest class of equivalent patches (normalize.py); ties go to the class whose first
-  member has the lowest index, and within a class the lowest index wins.
-- `judge`: the highest `scores["judge"]`; ties by votes, then index.
-- `tests`: the highest `scores["regression"]`, then `scores["reproduction"]`; ties by votes, then index.
+- `vote`: the largest class of equivalent patches (normalize.py); ties go to the candidate most
+  similar to the others (a soft vote, `normalize.similarity`), then to the class seen first, and
+  within a class the lowest index wins.
+- `judge`: the highest `scores["judge"]`; ties by votes, then similarity, then index.
+- `tests`: the highest `scores["regression"]`, then `scores["reproduction"]`; ties by votes, then
+  similarity, then index.
 - `hybrid` (after R2E-Gym): the judge's top `top_k` (when judge scores exist), ranked by regression,
-  then reproduction, then the judge again, then votes, then index. `stages` reorders or drops steps.
+  then reproduction, then the judge again, then votes, then similarity, then index. `stages`
+  reorders or drops the verifier steps.
 - `random`: a seeded shuffle of the usable candidates (a baseline for comparison).
+
+Similarity: exactly equivalent patches are rare among different-but-right ones, so each candidate
+also gets its mean similarity to the other usable candidates (changed scopes and changed tokens:
+right patches tend to change the same functions alike, wrong ones go wrong in different ways).
+With `soft_votes=False` that step is left out.
 
 A verifier no candidate has a score for is skipped (and `why` says so); a usable candidate without
 a score that others have ranks below every scored one on that step. Votes come from the candidates'
@@ -23,7 +31,7 @@ from __future__ import annotations
 import random as _random
 from typing import Any, Callable, Sequence
 
-from .normalize import Reader, annotate
+from .normalize import Reader, annotate, diff_features, similarity
 from .types import Candidate, Selection
 
 POLICIES = ("vote", "judge", "tests", "hybrid", "random")
@@ -37,11 +45,12 @@ class SelectionError(ValueError):
 
 def select(candidates: Sequence[Candidate], policy: str = "hybrid", *, read: Reader | None = None,
            groups: dict[str, list[int]] | None = None, seed: int = 0, top_k: int | None = 3,
-           stages: Sequence[str] = HYBRID_STAGES) -> Selection:
+           stages: Sequence[str] = HYBRID_STAGES, soft_votes: bool = True) -> Selection:
     """Choose one of `candidates` by `policy` (see the module docstring). Candidates are not modified.
 
     `read`: the base tree, for normalization (votes and discarding). `groups`: precomputed classes
-    (key -> candidate indices). `seed`: for `random`. `top_k`, `stages`: for `hybrid`.
+    (key -> candidate indices). `seed`: for `random`. `top_k`, `stages`: for `hybrid`. `soft_votes`:
+    break ties on votes by similarity to the other candidates.
     """
     if policy not in POLICIES:
         raise SelectionError(f"unknown selection policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -55,32 +64,34 @@ def select(candidates: Sequence[Candidate], policy: str = "hybrid", *, read: Rea
         return Selection(policy=policy, chosen=None, ranking=[c.index for c in pool], votes={},
                          why=f"no usable candidate: all {len(pool)} were discarded ({'; '.join(reasons)})")
 
-    note = ""
     if policy == "random":
-        order = sorted(usable, key=lambda c: c.index)
-        _random.Random(seed).shuffle(order)
-        ranked = order
+        ranked = sorted(usable, key=lambda c: c.index)
+        _random.Random(seed).shuffle(ranked)
         why = f"candidate {ranked[0].index} was drawn at random (seed {seed}) from {len(usable)} usable candidates"
         return _selection(policy, ranked, discarded, votes, why)
+
+    note = ""
+    closeness = _closeness(usable) if soft_votes else {}
+    soft = [("similarity", lambda c: closeness[c.index])] if soft_votes else []
 
     if policy == "vote":
         first: dict = {}
         for c in sorted(usable, key=lambda c: c.index):
             first.setdefault(classes[c.index], c.index)
         steps: list[tuple[str, Callable[[Candidate], float]]] = [
-            ("votes", lambda c: votes[c.index]), ("the earliest class", lambda c: -first[classes[c.index]])]
+            ("votes", lambda c: votes[c.index]), *soft, ("the earliest class", lambda c: -first[classes[c.index]])]
     elif policy == "judge":
         steps, note = _present(usable, ["judge"])
-        steps.append(("votes", lambda c: votes[c.index]))
+        steps += [("votes", lambda c: votes[c.index]), *soft]
     elif policy == "tests":
         steps, note = _present(usable, ["regression", "reproduction"])
-        steps.append(("votes", lambda c: votes[c.index]))
+        steps += [("votes", lambda c: votes[c.index]), *soft]
     else:  # hybrid
         unknown = [stage for stage in stages if stage not in HYBRID_STAGES]
         if unknown:
             raise SelectionError(f"unknown hybrid stage(s) {unknown}; choose from {', '.join(HYBRID_STAGES)}")
         steps, note = _present(usable, list(stages))
-        steps.append(("votes", lambda c: votes[c.index]))
+        steps += [("votes", lambda c: votes[c.index]), *soft]
         judged = any("judge" in c.scores for c in usable)
         if judged and top_k and top_k < len(usable):
             by_judge = sorted(usable, key=lambda c: (-_score(c, "judge"), -votes[c.index], c.index))
@@ -121,6 +132,17 @@ def _classes(usable: list[Candidate], groups: dict[str, list[int]] | None) -> di
             key_of[c.index] = c.details.get("normalized")
     return {c.index: key_of.get(c.index) if key_of.get(c.index) is not None else ("alone", c.index)
             for c in usable}
+
+
+def _closeness(usable: list[Candidate]) -> dict[int, float]:
+    """candidate index -> its mean similarity to the other usable candidates (rounded, so that
+    float noise never decides)."""
+    features = {c.index: c.details.get("features") or diff_features(c.patch) for c in usable}
+    out = {}
+    for c in usable:
+        others = [similarity(features[c.index], features[o.index]) for o in usable if o.index != c.index]
+        out[c.index] = round(sum(others) / len(others), 6) if others else 0.0
+    return out
 
 
 def _score(candidate: Candidate, name: str) -> float:
@@ -165,9 +187,11 @@ def _why(winner: Candidate, field: list[Candidate], steps, votes: dict[int, int]
         mine, theirs = fn(winner), fn(runner)
         if mine != theirs:
             if name == "the earliest class":
-                return (f"candidate {winner.index}'s patch ties on votes ({votes[winner.index]}) with candidate "
-                        f"{runner.index}'s and was sampled first{where}{note}")
-            what = "the most votes" if name == "votes" else f"the highest {name} score"
+                tied = ", ".join(n for n, _ in steps[:position])
+                return (f"candidate {winner.index} ties with candidate {runner.index} on {tied} and was sampled "
+                        f"first{where}{note}")
+            what = {"votes": "the most votes", "similarity": "the highest similarity to the other candidates"}.get(
+                name, f"the highest {name} score")
             before = [n for n, _ in steps[:position]]
             tie = f", after a tie on {', '.join(before)}" if before else ""
             return (f"candidate {winner.index} has {what} ({_fmt(mine)} vs {_fmt(theirs)} for "
