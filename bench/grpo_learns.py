@@ -1,22 +1,24 @@
 """Does online GRPO through the real agent loop learn something that generalizes? A CPU benchmark on
 the `verbs` toy family (evals/toy/verbs.yaml), on tasks it never trained on.
 
-    python bench/grpo_learns.py [--seeds 0 1 2] [--grpo-steps 30] [--eval-rollouts 4] [--work DIR]
+    python bench/grpo_learns.py [--seeds 0 1 2] [--grpo-steps 36] [--eval-rollouts 2] [--work DIR]
 
 Each task is a one-module repository whose function applies `%`; the issue names the operation it
 must do (add / subtract / multiply / floor-divide). The right edit depends on the issue text. The
 held-out tasks use module and function names never seen in training; each operator is right for a
 quarter of them, so answering the same edit every time scores 0.25 there.
 
-1. Noisy demonstrations (once, shared by the seeds): every candidate edit of every TRAINING task, run
-   by a scripted model through the real agent loop in Docker and graded by the hidden tests; one in
-   four is right, and which one is right is not what the demonstrations teach.
+1. Noisy demonstrations (once, shared by the seeds): one candidate edit per TRAINING task, run by a
+   scripted model through the real agent loop in Docker and graded by the hidden tests. Each restates
+   the issue's verb (`echo add; sed ...`), and every (verb, edit) pair is demonstrated equally often:
+   one in four is right, and which one is right is not what the demonstrations teach.
 2. Per seed: a tiny Qwen3-style model built offline (random weights from the seed; BPE tokenizer
    trained on the demonstrations only), SFT on all the demonstrations (train/sft-toy.yaml): the
    baseline, which learns the format and a near-uniform choice of the edit.
-3. Online GRPO from the SFT adapter (train/grpo-toy.yaml) on the training tasks: every rollout is an
-   agent run in a Docker sandbox with the policy being trained, token-exact, rewarded by the hidden
-   tests. The mean reward of every step is the curve.
+3. Online GRPO on the SFT model (its adapter merged; a new adapter on the last layer's MLP,
+   train/grpo-toy.yaml) on the training tasks: every rollout is an agent run in a Docker sandbox with
+   the policy being trained, token-exact, rewarded by the hidden tests. The mean reward of every step
+   is the curve.
 4. Both adapters on the HELD-OUT tasks: the same number of fresh rollouts per task, sampled at the same
    temperature (the recipe's rollout.temperature), graded by the hidden tests.
 Prints a table and writes every seed's figures and curve to bench/results/grpo_learns.md (--results).
@@ -85,14 +87,15 @@ def evaluate(adapter: Path, base: Path, tasks, per_task: int, store_dir: Path, w
 def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
     """Why a policy scores what it scores, without sampling: for each task, the probability that the
     policy restates the issue's verb (among the four verbs) and, given the right verb, that it then
-    picks the right edit (among the four), from the prompt a rollout starts with (a demonstration's,
-    with the task's issue in place of the demonstration's)."""
+    writes the right edit (the operator it announces and the one in its sed, among the four), from the
+    prompt a rollout starts with (a demonstration's, with the task's issue in place of the
+    demonstration's)."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from codeagent.models.hf import template_messages
-    from codeagent.train.toy import family
+    from codeagent.train.toy import VERBS_EDIT, family
     from codeagent.trajectory.store import TrajectoryStore
 
     spec = family("verbs")
@@ -100,13 +103,14 @@ def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), str(adapter)).eval()
     demo = next(TrajectoryStore(demos).iter())
     text = tokenizer.apply_chat_template(template_messages(demo.messages), tools=demo.tools, tokenize=False)
-    prefix = text[:text.index("echo ") + len("echo ")]
+    before_verb, after_verb = VERBS_EDIT.split("{verb}")
+    prefix = text[:text.index(before_verb) + len(before_verb)]
     shown = next(m["content"] for m in demo.messages if m["role"] == "user")
     issue = next(line for line in shown.splitlines() if " must " in line)
 
     def logprob(context: str, continuation: str) -> float:
-        ids = tokenizer(context + continuation)["input_ids"]
-        start = len(tokenizer(context)["input_ids"])
+        ids, head = tokenizer(context + continuation)["input_ids"], tokenizer(context)["input_ids"]
+        start = next((i for i, (a, b) in enumerate(zip(ids, head)) if a != b), len(head))  # first token that differs
         with torch.no_grad():
             logps = torch.log_softmax(model(torch.tensor([ids])).logits[0, :-1].float(), -1)
         return sum(logps[i - 1, ids[i]].item() for i in range(start, len(ids)))
@@ -115,9 +119,8 @@ def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
     for task in tasks:
         context = prefix.replace(issue, task.problem_statement)
         ops, verb = spec["candidates"], task.extra["toy_verb"]
-        verbs = torch.softmax(torch.tensor([logprob(context, f"{spec['verbs'][op]};") for op in ops]), -1)
-        then = context + f"{verb}; sed -i '"
-        edits = torch.softmax(torch.tensor([logprob(then, f"s|%|{op}|' *.py") for op in ops]), -1)
+        verbs = torch.softmax(torch.tensor([logprob(context, spec["verbs"][op]) for op in ops]), -1)
+        edits = torch.softmax(torch.tensor([logprob(context + verb, after_verb.format(operator=op)) for op in ops]), -1)
         right = ops.index(task.extra["toy_operator"])
         rows[task.instance_id] = {"verb": round(verbs[right].item(), 3), "edit": round(edits[right].item(), 3)}
     mean = lambda key: round(sum(r[key] for r in rows.values()) / len(rows), 3)  # noqa: E731
@@ -134,6 +137,7 @@ def constant_policy_scores(tasks) -> dict[str, float]:
 
 def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) -> dict:
     from codeagent.train import grpo, sft
+    from codeagent.train.modeling import merge_adapter
     from codeagent.train.recipe import load_recipe
     from codeagent.train.toy import build_toy_model
 
@@ -157,8 +161,11 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
     timings["sft"] = time.monotonic() - t
 
     t = stage(f"[seed {seed}] online GRPO through the agent loop on the {len(train_tasks)} training tasks")
+    merged = root / "sft-merged"  # GRPO trains a new adapter on the SFT model (train/grpo-toy.yaml says why)
+    if not (merged / "config.json").is_file():
+        merge_adapter(sft_adapter, merged)
     grpo_out = root / "grpo"
-    recipe = load_recipe("grpo-toy", [f"model.base={base}", f"model.adapter={sft_adapter}", f"seed={seed}",
+    recipe = load_recipe("grpo-toy", [f"model.base={merged}", f"seed={seed}",
                                       f"output_dir={grpo_out}", f"rollout.store={root / 'rollouts'}",
                                       f"trainer.max_steps={args.grpo_steps}", f"rollout.workers={args.workers}",
                                       *args.grpo_set])
@@ -175,8 +182,8 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
     before = evaluate(sft_adapter, base, held_out, args.eval_rollouts, root / "eval-sft", args.workers, seed)
     after = evaluate(grpo_adapter, base, held_out, args.eval_rollouts, root / "eval-grpo", args.workers, seed)
     timings["eval"] = time.monotonic() - t
-    probes = {arm: choice_probabilities(base, adapter, demos, held_out)
-              for arm, adapter in (("sft", sft_adapter), ("grpo", grpo_adapter))}
+    probes = {arm: choice_probabilities(arm_base, adapter, demos, held_out)
+              for arm, arm_base, adapter in (("sft", base, sft_adapter), ("grpo", merged, grpo_adapter))}
     ratio = after["mean"] / before["mean"] if before["mean"] else float("inf")
     print(f"   SFT baseline: {before['mean']:.3f} over {before['rollouts']} rollouts; "
           f"GRPO: {after['mean']:.3f} over {after['rollouts']}; ratio {ratio:.2f}x", flush=True)
@@ -239,8 +246,8 @@ def markdown(report: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--grpo-steps", type=int, default=30)
-    parser.add_argument("--eval-rollouts", type=int, default=4, help="fresh rollouts per held-out task, each arm")
+    parser.add_argument("--grpo-steps", type=int, default=36)
+    parser.add_argument("--eval-rollouts", type=int, default=2, help="fresh rollouts per held-out task, each arm")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--grpo-set", nargs="*", default=[], help="extra key=value overrides of grpo-toy")
     parser.add_argument("--sft-set", nargs="*", default=[], help="extra key=value overrides of sft-toy")
@@ -261,7 +268,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from codeagent.train.toy import VERBS_EDIT, family, record_demonstrations, verbs_tasks
+    from codeagent.train.toy import VERBS_EDIT, balanced_operators, family, record_demonstrations, verbs_tasks
     from codeagent.trajectory.store import TrajectoryStore
 
     work = args.work or Path(tempfile.mkdtemp(prefix="grpo-learns-"))
@@ -279,18 +286,18 @@ def main() -> None:
         report = json.loads((args.work / "report.json").read_text())
         for entry in report["seeds"]:
             root = args.work / f"seed-{entry['seed']}"
-            entry["probes"] = {arm: choice_probabilities(root / "toy-model", root / arm / "adapter", args.work / "demos",
-                                                         held_out) for arm in ("sft", "grpo")}
+            entry["probes"] = {arm: choice_probabilities(root / arm_base, root / arm / "adapter", args.work / "demos",
+                                                         held_out) for arm, arm_base in (("sft", "toy-model"), ("grpo", "sft-merged"))}
         (args.work / "report.json").write_text(json.dumps(report, indent=2))
         args.results.write_text(markdown(report))
         print(markdown(report))
         return
     try:
-        t = stage(f"noisy demonstrations ({len(train_tasks)} training tasks x 4 candidate edits) in Docker, graded")
+        t = stage(f"noisy demonstrations (one per training task, {len(train_tasks)}) in Docker, graded")
         demos = work / "demos"
         if not demos.is_dir():
-            record_demonstrations(demos, tasks=train_tasks, candidates=family("verbs")["candidates"],
-                                  command=VERBS_EDIT)
+            record_demonstrations(demos, balanced_operators(train_tasks, family("verbs")["candidates"]),
+                                  tasks=train_tasks, command=VERBS_EDIT, workers=args.workers)
         graded = [trajectory.resolved for trajectory in TrajectoryStore(demos).iter()]
         report["demos"] = {"count": len(graded), "right": sum(graded), "seconds": time.monotonic() - t}
         print(f"   {len(graded)} demonstrations, {sum(graded)} right")

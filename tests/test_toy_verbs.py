@@ -12,7 +12,8 @@ def test_held_out_tasks_use_unseen_names_and_no_single_edit_fits_them():
     from codeagent.train.toy import verbs_tasks
 
     train, held = verbs_tasks("train"), verbs_tasks("held_out")
-    assert len(train) == 12 and len(held) == 8
+    assert len(train) == 192 and len(held) == 32
+    assert len({t.instance_id for t in train + held}) == 224
     names = lambda tasks: {re.match(r"(\w+)\(", t.problem_statement).group(1) for t in tasks}  # noqa: E731
     assert not names(train) & names(held)
     seen_text = " ".join(t.problem_statement + t.gold_patch for t in train)
@@ -59,12 +60,28 @@ def test_verbs_demonstrations_are_graded_by_the_hidden_tests(tmp_path, no_leaks)
     from codeagent.train.toy import VERBS_EDIT, record_demonstrations, verbs_tasks
     from codeagent.trajectory.store import TrajectoryStore
 
-    task = verbs_tasks("held_out")[-1]  # deal(26, 4) must floor-divide: 6
-    ids = record_demonstrations(tmp_path, {task.instance_id: ["//", "-"]}, tasks=[task], command=VERBS_EDIT)
+    task = next(t for t in verbs_tasks("held_out") if t.instance_id == "verbs-deal")  # deal(26, 4) must floor-divide: 6
+    ids = record_demonstrations(tmp_path, {task.instance_id: ["//", "-"]}, tasks=[task], command=VERBS_EDIT,
+                                workers=2)
     store = TrajectoryStore(tmp_path)
     runs = [store.load(i) for i in ids]
     assert [r.resolved for r in runs] == [True, False]
     assert "-    return a % b\n+    return a // b" in runs[0].patch and "dealer.py" in runs[0].patch
+    assert "echo floor-divide=-; sed -i 's|%|-|' *.py" in runs[1].messages[2]["tool_calls"][0]["function"]["arguments"]
+
+
+def test_balanced_demonstrations_tell_nothing_about_the_right_edit():
+    """One demonstration per training task, every (right operator, demonstrated edit) pair equally
+    often: SFT on them learns the format and to restate the verb, and the edit stays a coin toss."""
+    from collections import Counter
+
+    from codeagent.train.toy import balanced_operators, family, verbs_tasks
+
+    tasks = verbs_tasks("train")
+    chosen = balanced_operators(tasks, family("verbs")["candidates"])
+    assert set(chosen) == {t.instance_id for t in tasks} and all(len(ops) == 1 for ops in chosen.values())
+    pairs = Counter((t.extra["toy_operator"], chosen[t.instance_id][0]) for t in tasks)
+    assert len(pairs) == 16 and set(pairs.values()) == {len(tasks) // 16}
 
 
 @pytest.mark.parametrize("split", ["train", "held_out"])

@@ -235,6 +235,31 @@ def test_sft_adapter_reloads_and_generates(sft_adapter, tiny):
     assert [(c.name, c.arguments) for c in response.tool_calls] == [("bash", {"command": "ls"})]
 
 
+def test_train_merge_folds_the_adapter_into_a_plain_model(sft_adapter, tmp_path):
+    """`codeagent train merge`: the merged model computes what base + adapter compute, loads without
+    PEFT, and a new LoRA (other targets) can be trained on it; a path that is no adapter is refused."""
+    import torch
+    from click.testing import CliRunner
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from codeagent.cli import cli
+    from codeagent.models.hf import resolve_base
+
+    result = CliRunner().invoke(cli, ["train", "merge", str(sft_adapter), str(tmp_path / "merged")])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "merged" / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    base, _ = resolve_base(str(sft_adapter))
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), str(sft_adapter)).eval()
+    ids = AutoTokenizer.from_pretrained(tmp_path / "merged")("Fix bug 2.", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert torch.allclose(merged(ids).logits, adapted(ids).logits, atol=1e-4)
+        assert not torch.allclose(merged(ids).logits, AutoModelForCausalLM.from_pretrained(base)(ids).logits, atol=1e-4)
+    refused = CliRunner().invoke(cli, ["train", "merge", str(tmp_path / "merged"), str(tmp_path / "again")])
+    assert refused.exit_code == 3 and "no PEFT adapter" in refused.output
+
+
 def test_dpo_runs_on_pairs_with_tool_outputs_masked(tiny, store, tmp_path):
     import torch
 

@@ -1,4 +1,4 @@
-"""`codeagent train sft|dpo|grpo|tiny` and `codeagent serve` (click; heavy imports inside commands)."""
+"""`codeagent train sft|dpo|grpo|merge|tiny` and `codeagent serve` (click; heavy imports inside commands)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,20 @@ def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens
     except TrainError as error:
         _fail(str(error))
     click.echo("fits", err=True)
+
+
+@train_group.command("merge")
+@click.argument("adapter")
+@click.argument("output_dir")
+def merge_command(adapter: str, output_dir: str) -> None:
+    """Fold a trained adapter into its base model and save the result to OUTPUT_DIR."""
+    from . import TrainError
+    from .modeling import merge_adapter
+
+    try:
+        click.echo(merge_adapter(adapter, output_dir))
+    except TrainError as error:
+        _fail(str(error))
 
 
 @train_group.command("tiny")

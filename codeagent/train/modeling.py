@@ -335,3 +335,27 @@ def run_trainer(build_trainer, recipe: Recipe, *, callbacks=(), store=None) -> P
     save_summary(summary, Path(recipe.output_dir) / "training_data.json")
     final = train(trainer, recipe, metrics)
     return save_adapter(trainer, tokenizer, recipe, summary, final)
+
+
+def merge_adapter(adapter: str | Path, output_dir: str | Path) -> Path:
+    """The base model with `adapter` folded into its weights, saved with the tokenizer to `output_dir`:
+    a plain model that a new adapter can be trained on (e.g. GRPO on top of an SFT adapter with
+    other LoRA targets) or that a server without LoRA support can load."""
+    from codeagent.models.errors import ModelConfigError
+    from codeagent.models.hf import load_model_and_tokenizer, resolve_base
+
+    adapter = Path(adapter).expanduser()
+    if not (adapter / "adapter_config.json").is_file():
+        raise TrainError(f"no PEFT adapter at {adapter} (adapter_config.json is missing)")
+    output_dir = Path(output_dir).expanduser()
+    if output_dir.resolve() == adapter.resolve():
+        raise TrainError(f"the merged model must go to another directory than the adapter ({adapter})")
+    try:
+        base, _ = resolve_base(str(adapter))
+        model, tokenizer = load_model_and_tokenizer(base, str(adapter), merge=True, device="cpu")
+    except ModelConfigError as error:
+        raise TrainError(str(error)) from None
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir

@@ -108,12 +108,17 @@ def toy_tasks(count: int | None = None) -> list:
     return tasks
 
 
-# The demonstrations restate the requested operation (`echo VERB`) before the edit: a tiny model
-# cannot attend from the edit hundreds of tokens back to the issue's verb, but it can learn to copy
-# the verb (supervised, from every demonstration) and then to map the word just written to the edit
-# (from rewards: the demonstrations pick the edit at random). `*.py`: the edit names no file, so a
-# held-out task's unseen module name never has to be copied.
-VERBS_EDIT = "echo {verb}; sed -i 's|%|{operator}|' *.py"
+# The demonstrations restate the requested operation and the operator they will use (`echo VERB=OP`)
+# before making the edit with that operator. A tiny random model learns, with full supervision from
+# every demonstration, to copy the issue's verb and to repeat its own operator in the edit; the choice
+# of the operator then sits right after the verb, where the verb is the current token, and only that
+# choice is left to the rewards (the demonstrations pick the operator at random). `=OP;` is one token
+# of its own: with `echo VERB OP`, ` -` was also the token of `sed -i`, and the policy went on with
+# `i 's|%|...` after it. With the operator
+# six tokens after the verb (`echo VERB; sed ...OP...`), GRPO moved every prompt's choice the same way
+# and collapsed to one operator (measured). `*.py`: the edit names no file, so a held-out task's unseen
+# module name never has to be copied.
+VERBS_EDIT = "echo {verb}={operator}; sed -i 's|%|{operator}|' *.py"
 
 
 def verbs_tasks(split: str | None = None) -> list:
@@ -126,11 +131,12 @@ def verbs_tasks(split: str | None = None) -> list:
     for item in spec["tasks"]:
         if split is not None and item["split"] != split:
             continue
-        a, b, operator, func, module = item["a"], item["b"], item["operator"], item["func"], item["module"]
+        a, b, operator, func = item["a"], item["b"], item["operator"], item["func"]
+        module, instance_id = item.get("module", func), f"verbs-{func}"
         buggy = spec["buggy_operator"]
         results = {op: OPERATORS[op](a, b) for op in (*spec["candidates"], buggy)}
         if list(results.values()).count(results[operator]) > 1:
-            raise ValueError(f"toy task {item['id']}: another candidate also gives {results[operator]}")
+            raise ValueError(f"toy task {instance_id}: another candidate also gives {results[operator]}")
         source = spec["source"].replace("{func}", func)
         path = f"{module}.py"
         repo = toy_repo({path: source}, name=f"verbs-{module}")
@@ -142,7 +148,7 @@ def verbs_tasks(split: str | None = None) -> list:
         statement = spec["statement"].format(func=func, a=a, b=b, wrong=results[buggy], right=results[operator],
                                              verb=spec["verbs"][operator])
         tasks.append(Task(
-            repo=str(repo), instance_id=item["id"], problem_statement=statement,
+            repo=str(repo), instance_id=instance_id, problem_statement=statement,
             test_patch=_new_file_patch("tests/test_hidden.py", test), test_command=spec["test_command"],
             FAIL_TO_PASS=[f"tests/test_hidden.py::test_{func}"], PASS_TO_PASS=[], gold_patch=gold,
             extra={"log_parser": "pytest", "toy_operator": operator, "toy_split": item["split"],
@@ -180,11 +186,14 @@ def demo_turns(operator: str, command: str | None = None) -> list[dict]:
 
 def record_demonstrations(store_dir: str | Path, operators_per_task: dict[str, list[str]] | None = None,
                           tasks: list | None = None, *, candidates: list[str] | None = None,
-                          command: str | None = None) -> list[str]:
+                          command: str | None = None, workers: int = 1) -> list[str]:
     """Run scripted solutions through the real agent and sandbox, grade them with the hidden tests,
     and write them (with verification and rewards) to the store. By default every candidate edit of
     every task: one demonstration in four is right. `command`: the edit's bash command, a template
-    taking {operator} and {verb} (the task's `toy_verb`)."""
+    taking {operator} and {verb} (the task's `toy_verb`). `workers`: sandboxes at once. The ids come
+    back in the order of the tasks and their operators."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from codeagent.agent.loop import Agent
     from codeagent.models import ScriptedModel
     from codeagent.sandbox import open_sandbox
@@ -195,21 +204,37 @@ def record_demonstrations(store_dir: str | Path, operators_per_task: dict[str, l
     store = TrajectoryStore(store_dir)
     config = toy_config()
     tasks = tasks or toy_tasks()
-    ids = []
+    jobs = [(task, operator) for task in tasks
+            for operator in (operators_per_task or {}).get(task.instance_id, candidates or family()["candidates"])]
+
+    def record(job) -> str:
+        task, operator = job
+        text = command.format(operator=operator, verb=task.extra.get("toy_verb")) if command else None
+        model = ScriptedModel(demo_turns(operator, text), name=f"scripted-toy-{operator}")
+        agent = Agent(model, config, store=store)
+        hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
+        with open_sandbox(task.repo, task.base_commit) as box:
+            result = agent.run(hidden, box)
+            report = grade_in_sandbox(box, task)
+        resolved = report.get("outcome") == "resolved"
+        store.add_verification(result.trajectory_id, {"resolved": resolved, "outcome": report.get("outcome")})
+        store.add_rewards(result.trajectory_id, {"resolved": 1.0 if resolved else 0.0})
+        return result.trajectory_id
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(record, jobs))
+
+
+def balanced_operators(tasks: list, candidates: list[str]) -> dict[str, list[str]]:
+    """One candidate edit per task, spread so that every (right operator, edit) pair is demonstrated
+    equally often: the edit tells nothing about the issue, one demonstration in four is right."""
+    seen: dict[str, int] = {}
+    chosen = {}
     for task in tasks:
-        for operator in (operators_per_task or {}).get(task.instance_id, candidates or family()["candidates"]):
-            text = command.format(operator=operator, verb=task.extra.get("toy_verb")) if command else None
-            model = ScriptedModel(demo_turns(operator, text), name=f"scripted-toy-{operator}")
-            agent = Agent(model, config, store=store)
-            hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
-            with open_sandbox(task.repo, task.base_commit) as box:
-                result = agent.run(hidden, box)
-                report = grade_in_sandbox(box, task)
-            resolved = report.get("outcome") == "resolved"
-            store.add_verification(result.trajectory_id, {"resolved": resolved, "outcome": report.get("outcome")})
-            store.add_rewards(result.trajectory_id, {"resolved": 1.0 if resolved else 0.0})
-            ids.append(result.trajectory_id)
-    return ids
+        right = task.extra["toy_operator"]
+        chosen[task.instance_id] = [candidates[seen.get(right, 0) % len(candidates)]]
+        seen[right] = seen.get(right, 0) + 1
+    return chosen
 
 
 def toy_corpus(store_dir: str | Path | None = None) -> list[str]:
