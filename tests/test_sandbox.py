@@ -56,8 +56,9 @@ def test_timeout_kills_the_process_tree_and_keeps_the_shell(box):
     result = box.run("sleep 300 & (sleep 301; echo never) & python3 -c 'import time; time.sleep(302)'", timeout=1)
     assert result.timed_out and not result.shell_restarted
     # (bash may first report its killed background jobs: only the last line is the count). The local
-    # sandbox sees every process of the host: match these exact commands, not any `python3 -c`.
-    survivors = box.run(r"ps -eo args | grep -E '^(sleep 30[01]|python3 -c import time; time\.sleep\(302\))$' | grep -vc grep").output
+    # sandbox sees every process of the host: match these exact commands, not any `python3 -c`
+    # (whose path may be absolute, as under pyenv).
+    survivors = box.run(r"ps -eo args | grep -E '^sleep 30[01]$|python3 -c import time; time\.sleep\(302\)$' | grep -vc grep").output
     assert survivors.strip().splitlines()[-1] == "0"
     assert box.run("echo $KEEP; pwd").output.split() == ["1", f"{box.workdir}/data"]
 
