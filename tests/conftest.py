@@ -52,6 +52,18 @@ def lite_raw() -> dict[str, list[dict]]:
     return {"test": read("test"), "dev": read("dev")}
 
 
+@pytest.fixture
+def server(monkeypatch):
+    """A scripted OpenAI-compatible server on localhost (tests/test_models_litellm.py FakeServer); a test
+    module may define its own `server` instead."""
+    from tests.test_models_litellm import FakeServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    fake = FakeServer()
+    yield fake
+    fake.close()
+
+
 def pytest_configure(config):
     # Workspace images built during this run (here or in a CLI the tests start) carry this label,
     # so that teardown removes those and not the images of a codeagent run going on beside.

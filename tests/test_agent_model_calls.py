@@ -25,14 +25,6 @@ from tests.test_models_litellm import FakeServer, completion, tool_call
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(180)]
 
 
-@pytest.fixture
-def server(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    fake = FakeServer()
-    yield fake
-    fake.close()
-
-
 def setup(server, tmp_path, make_repo, **limits):
     repo = make_repo({"app.py": "print('hello')\n"})
     config = Config(agent={"localize": False}, limits=limits,

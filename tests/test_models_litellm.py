@@ -169,14 +169,6 @@ class FakeServer:
         self.httpd.server_close()
 
 
-@pytest.fixture
-def server(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    fake = FakeServer()
-    yield fake
-    fake.close()
-
-
 def model_for(server, name="openai/test-model", **options):
     options.setdefault("retries", 3)
     options.setdefault("backoff_base", 0.01)

@@ -14,21 +14,13 @@ import pytest
 
 from codeagent.models import LiteLLMModel, Sampling, progress
 from codeagent.models.cancel import Cancelled, call_cancellable
-from tests.test_models_litellm import MESSAGES, TOOLS, FakeServer, Streamed, chunks, completion
+from tests.test_models_litellm import MESSAGES, TOOLS, Streamed, chunks, completion
 
 ARGUMENTS = json.dumps({"command": "printf 'a \"quoted\" line\\n' > notes.txt && cat notes.txt"})
 
 
 def pieces(text: str, size: int = 7) -> list[str]:
     return [text[start:start + size] for start in range(0, len(text), size)]
-
-
-@pytest.fixture
-def server(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    fake = FakeServer()
-    yield fake
-    fake.close()
 
 
 def model_for(server, **options):

@@ -17,20 +17,12 @@ import time
 
 import pytest
 
-from tests.test_models_litellm import FakeServer, Streamed, chunks
+from tests.test_models_litellm import Streamed, chunks
 from tests.test_streaming import pieces
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(240)]
 
 EDIT = json.dumps({"command": "sed -i 's/hello/hello, \"world\"/' app.py && cat app.py"})
-
-
-@pytest.fixture
-def server(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    fake = FakeServer()
-    yield fake
-    fake.close()
 
 
 @pytest.fixture
