@@ -1,7 +1,7 @@
 """Does online GRPO through the real agent loop learn something that generalizes? A CPU benchmark on
 the `verbs` toy family (evals/toy/verbs.yaml), on tasks it never trained on.
 
-    python bench/grpo_learns.py [--seeds 0 1 2] [--grpo-steps 36] [--eval-rollouts 2] [--work DIR]
+    python bench/grpo_learns.py [--seeds 0 1 2] [--grpo-steps N] [--eval-rollouts 2] [--work DIR]
 
 Each task is a one-module repository whose function applies `%`; the issue names the operation it
 must do (add / subtract / multiply / floor-divide). The right edit depends on the issue text. The
@@ -10,12 +10,13 @@ quarter of them, so answering the same edit every time scores 0.25 there.
 
 1. Noisy demonstrations (once, shared by the seeds): one candidate edit per TRAINING task, run by a
    scripted model through the real agent loop in Docker and graded by the hidden tests. Each restates
-   the issue's verb (`echo add; sed ...`), and every (verb, edit) pair is demonstrated equally often:
+   the issue's verb with the operator it uses (`set -- add=-; sed ...`), and every (verb, edit) pair is
+   demonstrated equally often:
    one in four is right, and which one is right is not what the demonstrations teach.
 2. Per seed: a tiny Qwen3-style model built offline (random weights from the seed; BPE tokenizer
    trained on the demonstrations only), SFT on all the demonstrations (train/sft-toy.yaml): the
    baseline, which learns the format and a near-uniform choice of the edit.
-3. Online GRPO on the SFT model (its adapter merged; a new adapter on the last layer's MLP,
+3. Online GRPO on the SFT model (its adapter merged; a new adapter on every linear layer,
    train/grpo-toy.yaml) on the training tasks: every rollout is an agent run in a Docker sandbox with
    the policy being trained, token-exact, rewarded by the hidden tests. The mean reward of every step
    is the curve.
@@ -87,7 +88,7 @@ def evaluate(adapter: Path, base: Path, tasks, per_task: int, store_dir: Path, w
 def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
     """Why a policy scores what it scores, without sampling: for each task, the probability that the
     policy restates the issue's verb (among the four verbs) and, given the right verb, that it then
-    writes the right edit (the operator it announces and the one in its sed, among the four), from the
+    writes the right edit (the whole command after the verb, whose operator is the choice; among the four), from the
     prompt a rollout starts with (a demonstration's, with the task's issue in place of the
     demonstration's)."""
     import torch
@@ -120,7 +121,8 @@ def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
         context = prefix.replace(issue, task.problem_statement)
         ops, verb = spec["candidates"], task.extra["toy_verb"]
         verbs = torch.softmax(torch.tensor([logprob(context, spec["verbs"][op]) for op in ops]), -1)
-        edits = torch.softmax(torch.tensor([logprob(context + verb, after_verb.format(operator=op)) for op in ops]), -1)
+        edits = torch.softmax(torch.tensor([logprob(context + verb, json.dumps(after_verb.format(operator=op))[1:-1])
+                                            for op in ops]), -1)  # as the tool call's JSON string writes it
         right = ops.index(task.extra["toy_operator"])
         rows[task.instance_id] = {"verb": round(verbs[right].item(), 3), "edit": round(edits[right].item(), 3)}
     mean = lambda key: round(sum(r[key] for r in rows.values()) / len(rows), 3)  # noqa: E731
@@ -167,7 +169,8 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
     grpo_out = root / "grpo"
     recipe = load_recipe("grpo-toy", [f"model.base={merged}", f"seed={seed}",
                                       f"output_dir={grpo_out}", f"rollout.store={root / 'rollouts'}",
-                                      f"trainer.max_steps={args.grpo_steps}", f"rollout.workers={args.workers}",
+                                      *([f"trainer.max_steps={args.grpo_steps}"] if args.grpo_steps else []),
+                                      f"rollout.workers={args.workers}",
                                       *args.grpo_set])
     grpo_adapter = grpo.run(recipe, tasks=train_tasks)
     history = [json.loads(line) for line in (grpo_out / "metrics.jsonl").read_text().splitlines()]
@@ -246,7 +249,7 @@ def markdown(report: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--grpo-steps", type=int, default=36)
+    parser.add_argument("--grpo-steps", type=int, default=None, help="default: the recipe's trainer.max_steps")
     parser.add_argument("--eval-rollouts", type=int, default=2, help="fresh rollouts per held-out task, each arm")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--grpo-set", nargs="*", default=[], help="extra key=value overrides of grpo-toy")

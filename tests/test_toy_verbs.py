@@ -3,6 +3,7 @@ the issue's verb; held-out tasks use names never seen in training; demonstration
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -67,7 +68,9 @@ def test_verbs_demonstrations_are_graded_by_the_hidden_tests(tmp_path, no_leaks)
     runs = [store.load(i) for i in ids]
     assert [r.resolved for r in runs] == [True, False]
     assert "-    return a % b\n+    return a // b" in runs[0].patch and "dealer.py" in runs[0].patch
-    assert "echo floor-divide=-; sed -i 's|%|-|' *.py" in runs[1].messages[2]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(runs[1].messages[2]["tool_calls"][0]["function"]["arguments"])["command"] == \
+        'set -- floor-divide=-; sed -i "s|%|${1#*=}|" *.py'
+    assert "-    return a % b\n+    return a - b" in runs[1].patch
 
 
 def test_balanced_demonstrations_tell_nothing_about_the_right_edit():

@@ -108,17 +108,17 @@ def toy_tasks(count: int | None = None) -> list:
     return tasks
 
 
-# The demonstrations restate the requested operation and the operator they will use (`echo VERB=OP`)
-# before making the edit with that operator. A tiny random model learns, with full supervision from
-# every demonstration, to copy the issue's verb and to repeat its own operator in the edit; the choice
-# of the operator then sits right after the verb, where the verb is the current token, and only that
-# choice is left to the rewards (the demonstrations pick the operator at random). `=OP;` is one token
-# of its own: with `echo VERB OP`, ` -` was also the token of `sed -i`, and the policy went on with
-# `i 's|%|...` after it. With the operator
-# six tokens after the verb (`echo VERB; sed ...OP...`), GRPO moved every prompt's choice the same way
-# and collapsed to one operator (measured). `*.py`: the edit names no file, so a held-out task's unseen
-# module name never has to be copied.
-VERBS_EDIT = "echo {verb}={operator}; sed -i 's|%|{operator}|' *.py"
+# The demonstrations restate the requested operation with the operator they use (`set -- VERB=OP`)
+# and the edit takes the operator from that word (`${1#*=}`): the operator is written once, right
+# after the verb, where the verb is the current token, and only that choice is left to the rewards (the
+# demonstrations pick the operator at random). With `echo VERB=OP; sed ...OP...` the policy had to
+# copy its operator into the sed, and 25% of its seds differed from the operator it announced
+# (measured), so a right choice scored 0 one time in four. `=OP;` is one token of its own: with
+# `echo VERB OP`, ` -` was also the token of `sed -i`, and the policy went on with `i 's|%|...`
+# after it. With the operator six tokens after the verb (`echo VERB; sed ...OP...`), GRPO moved every
+# prompt's choice the same way and collapsed to one operator (measured). `*.py`: the edit names no
+# file, so a held-out task's unseen module name never has to be copied.
+VERBS_EDIT = 'set -- {verb}={operator}; sed -i "s|%|${{1#*=}}|" *.py'
 
 
 def verbs_tasks(split: str | None = None) -> list:
