@@ -123,9 +123,7 @@ def grade_prebuilt(task: Task, patch: str, output_dir: Path | None = None,
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The per-instance report, as evaluate.evaluate_patch writes it; a missing image or an
     unreachable registry is this instance's harness_error with a one-line reason."""
-    from .directives import patched_files
-    from .integrity import report_fields
-    from .task_env import TaskEnvironment, report_dict
+    from .task_env import TaskEnvironment, apply_for_grading, report_dict
 
     started = time.monotonic()
     f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
@@ -139,15 +137,8 @@ def grade_prebuilt(task: Task, patch: str, output_dir: Path | None = None,
                                                           "agent": images.agent}, "layers_built": images.built,
                        "log_parser": parser})
         with TaskEnvironment(task, images.eval, workspace=image_snapshot(images.eval), progress=progress) as env:
-            applied = env.apply(patch)
-            if applied.applied_with:
-                report["patch_applied_with"] = applied.applied_with
-            report.update(report_fields(env.flags(patch, patched_files(task.test_patch or ""), applied.changed)))
-            if applied.error:
-                graded = not_run(Outcome.PATCH_APPLY_FAILED, f2p, p2p, reason=applied.error)
-            elif error := env.patch_tests(task.test_patch or ""):
-                graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=error)
-            else:
+            graded = apply_for_grading(env, task, patch, report)
+            if graded is None:
                 if layout(task) == "swe-smith":  # the patch cannot make a test pass by editing it
                     env.reset(_test_files(task))
                 run = env.run_tests(command, timeout)

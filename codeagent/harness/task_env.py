@@ -269,28 +269,35 @@ class _watch:
             self._thread.join(timeout=5)
 
 
+def apply_for_grading(env: TaskEnvironment, task: Task, patch: str, report: dict[str, Any]) -> GradeReport | None:
+    """Apply the candidate patch, then the task's test patch, noting in `report` how the patch applied and
+    the test infrastructure it touches. The verdict when grading cannot go on, None when the tests can run."""
+    from .integrity import report_fields
+
+    applied = env.apply(patch)
+    if applied.applied_with:
+        report["patch_applied_with"] = applied.applied_with
+    report.update(report_fields(env.flags(patch, patched_files(task.test_patch or ""), applied.changed)))
+    if applied.error:
+        return not_run(Outcome.PATCH_APPLY_FAILED, task.FAIL_TO_PASS, task.PASS_TO_PASS, reason=applied.error)
+    if error := env.patch_tests(task.test_patch or ""):
+        return not_run(Outcome.HARNESS_ERROR, task.FAIL_TO_PASS, task.PASS_TO_PASS, reason=error)
+    return None
+
+
 def evaluate(task: Task, patch: str, *, image: str, test_command: str, log_parser: str, timeout: float,
              services: Sequence[Any] = (), progress: Callable[[str], None] | None = None) -> tuple[dict, str]:
     """Grade `patch` on `task` in a fresh environment: (report, test log). The report holds the
     verdict (GradeReport's fields, `outcome`, `tests_status`), how the patch applied, the test
     infrastructure it touches, and which failing tests tried to reach the network."""
-    from .integrity import report_fields
-
     started = time.monotonic()
     report: dict[str, Any] = {}
     f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
     log = ""
     try:
         with TaskEnvironment(task, image, services=services, progress=progress) as env:
-            applied = env.apply(patch)
-            if applied.applied_with:
-                report["patch_applied_with"] = applied.applied_with
-            report.update(report_fields(env.flags(patch, patched_files(task.test_patch or ""), applied.changed)))
-            if applied.error:
-                graded = not_run(Outcome.PATCH_APPLY_FAILED, f2p, p2p, reason=applied.error)
-            elif error := env.patch_tests(task.test_patch or ""):
-                graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=error)
-            else:
+            graded = apply_for_grading(env, task, patch, report)
+            if graded is None:
                 run = env.run_tests(test_command, timeout)
                 log = run.log
                 graded = env.grade(run, log_parser)
