@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -70,6 +71,11 @@ def pytest_configure(config):
     from codeagent.sandbox.docker import RUN_LABEL_ENV
 
     os.environ[RUN_LABEL_ENV] = f"pytest-{uuid.uuid4().hex[:12]}"
+    # The Ctrl-C tests need SIGINT to interrupt, here and in the CLIs they start. A shell without job
+    # control starts a background job (`bash .ci/run &`) with SIGINT ignored, and children inherit that:
+    # every Ctrl-C test then failed (measured). Restored here, so the children exec with the default.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def images_of_this_run(client) -> list:
