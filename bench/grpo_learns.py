@@ -11,8 +11,8 @@ quarter of them, so answering the same edit every time scores 0.25 there.
 1. Noisy demonstrations (once, shared by the seeds): one candidate edit per TRAINING task, run by a
    scripted model through the real agent loop in Docker and graded by the hidden tests. Each restates
    the issue's verb with the operator it uses (`set -- add=-; sed ...`), and every (verb, edit) pair is
-   demonstrated equally often:
-   one in four is right, and which one is right is not what the demonstrations teach.
+   demonstrated equally often: one in four is right, and which one is right is not what the
+   demonstrations teach.
 2. Per seed: a tiny Qwen3-style model built offline (random weights from the seed; BPE tokenizer
    trained on the demonstrations only), SFT on all the demonstrations (train/sft-toy.yaml): the
    baseline, which learns the format and a near-uniform choice of the edit.
@@ -88,8 +88,8 @@ def evaluate(adapter: Path, base: Path, tasks, per_task: int, store_dir: Path, w
 def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
     """Why a policy scores what it scores, without sampling: for each task, the probability that the
     policy restates the issue's verb (among the four verbs) and, given the right verb, that it then
-    writes the right edit (the whole command after the verb, whose operator is the choice; among the four), from the
-    prompt a rollout starts with (a demonstration's, with the task's issue in place of the
+    writes the right edit (the rest of the command, whose operator is the choice; among the four),
+    from the prompt a rollout starts with (a demonstration's, with the task's issue in place of the
     demonstration's)."""
     import torch
     from peft import PeftModel
