@@ -74,7 +74,7 @@ def test_lock_lines_are_exact_pins():
 
 def test_the_installed_versions_are_the_locked_ones():
     if unlocked():
-        pytest.skip("the suite runs with the newest versions (CODEAGENT_UNLOCKED): the lock is not what is installed")
+        pytest.skip("the suite runs with the newest versions (CODEAGENT_UNLOCKED=1, .venv-latest): not the lock")
     pins = read_lock(LOCK.read_text())
     drifted, seen = [], set()
     for distribution in importlib.metadata.distributions():
