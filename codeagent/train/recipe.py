@@ -92,6 +92,9 @@ class DataSection(_Strict):
     # rows) instead of the store.
     dataset: str | None = None
     max_format_errors: int | None = 0  # sft: drop runs with more malformed turns than this (null: keep all)
+    # sft/dpo: runs the grader flagged (Trajectory.integrity_flags: test infrastructure touched, masked
+    # failures, a tampered test run) are no positive example (sft: left out; dpo: never chosen) unless true
+    allow_flagged: bool = False
 
 
 class RolloutSection(_Strict):
