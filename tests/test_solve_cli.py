@@ -190,7 +190,7 @@ runpy.run_module("codeagent.cli", run_name="__main__")
 """
 
 
-@pytest.mark.parametrize("how", ["fills", "unwritable"])
+@pytest.mark.parametrize("how", ["fills", "unwritable", "unwritable, 2 candidates"])
 def test_the_patch_survives_a_trajectory_store_that_cannot_be_written(checkout, env, tmp_path, how):
     """Issue 21, item 5: a store whose disk fills mid-run, or a store that cannot exist at all (a folder
     under /dev/full): the run goes on, the patch is printed, kept in a file elsewhere (this user's
@@ -200,6 +200,8 @@ def test_the_patch_survives_a_trajectory_store_that_cannot_be_written(checkout, 
     (tmp_path / "tmp").mkdir()
     args = ["solve", "--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
             "--apply"]
+    if how.endswith("candidates"):
+        args += ["--set", "scaling.candidates=2"]
     if how == "fills":
         command = [sys.executable, "-c", DISK_FILLS, *args]
     else:
