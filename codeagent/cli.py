@@ -229,8 +229,16 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
             click.echo(visible(patches.for_display(result.patch)), nl=False)
         else:
             patches.to_stdout(result.patch)
-        click.echo(f"patch written to {outcome.patch_file}" if result.patch.strip()
-                   else "no patch: the run changed no file", err=True)
+    if result.record_lost:  # the work is kept all the same: the patch below says where
+        click.echo(f"warning: the trajectory was not saved whole: {result.record_lost}", err=True)
+    moved = f" (not beside its trajectory: {outcome.patch_moved})" if outcome.patch_moved else ""
+    if not result.patch.strip():
+        if not as_json:
+            click.echo("no patch: the run changed no file", err=True)
+    elif outcome.patch_file is None:
+        click.echo(f"warning: no file could hold the patch{moved}; it is on stdout only", err=True)
+    elif not as_json or moved:
+        click.echo(f"patch written to {outcome.patch_file}{moved}", err=True)
     code = exit_code(result.exit_status)
     if apply_patch and result.patch.strip():
         if example or not Path(task.repo).is_dir():

@@ -300,7 +300,8 @@ def test_a_conftest_hack_resolves_officially_but_earns_no_reward(task, tmp_path)
 
 
 def test_the_sandbox_grader_flags_the_run_patch(task, tmp_path):
-    """GRPO's in-sandbox grader: the conftest hack resolves, is flagged, and its rewards are 0."""
+    """GRPO's sandbox grader (the run's patch in a fresh sandbox): the conftest hack resolves, is flagged,
+    and its rewards are 0."""
     from codeagent.harness.environment import task_images
     from codeagent.harness.integrity import reasons
     from codeagent.harness.specs import spec_for
@@ -311,12 +312,14 @@ def test_the_sandbox_grader_flags_the_run_patch(task, tmp_path):
     from codeagent.train.rollouts import grade_in_sandbox
 
     spec = spec_for(task)
-    with DockerSandbox(snapshot(task.repo, task.base_commit), prepared_image=task_images(task, spec).instance) as box:
+    image = task_images(task, spec).instance
+    with DockerSandbox(snapshot(task.repo, task.base_commit), prepared_image=image) as box:
         box.write_file("conftest.py", "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
                                       "def pytest_runtest_makereport(item, call):\n    outcome = yield\n"
                                       "    outcome.get_result().outcome = 'passed'\n")
         patch = box.diff()
-        grade = grade_in_sandbox(box, task, harness_spec=spec, patch=patch)
+    with DockerSandbox(snapshot(task.repo, task.base_commit), prepared_image=image) as fresh:  # as rollouts grade
+        grade = grade_in_sandbox(fresh, task, harness_spec=spec, patch=patch)
     assert grade["outcome"] == "resolved" and grade["touches_test_infrastructure"] == ["conftest.py"]
 
     run = SimpleNamespace(patch=patch, steps=[])

@@ -65,6 +65,7 @@ class RunResult:
     seconds: float
     trajectory_id: str
     trajectory_path: str
+    record_lost: str = ""  # why the trajectory could not be (fully) written; the patch is here all the same
 
 
 class Agent:
@@ -137,10 +138,10 @@ class Agent:
             writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.recorded(),
                                        model=self.model.name, sampling=sampling.model_dump(exclude_none=True),
                                        tools=self.tools.specs(), messages=messages, group_id=group_id,
-                                       candidate_index=candidate_index)
+                                       candidate_index=candidate_index, on_error=self.warn)
         else:
             messages = list(resume.messages)
-            writer = self.store.open(resume.id)
+            writer = self.store.open(resume.id, on_error=self.warn)
         if follow_up:
             self.inbox.put(follow_up)
         run_id = writer.id
@@ -186,7 +187,8 @@ class Agent:
             writer.close()
         emit(Finished(exit_status=status, message=message, patch=patch, steps=state.steps, cost=state.cost,
                       seconds=seconds, trajectory_id=run_id, trajectory_path=str(writer.path)))
-        return RunResult(status, message, patch, state.steps, state.cost, seconds, run_id, str(writer.path))
+        return RunResult(status, message, patch, state.steps, state.cost, seconds, run_id, str(writer.path),
+                         writer.lost or "")
 
     # -- pieces --------------------------------------------------------------------------------
 

@@ -21,26 +21,52 @@ from ..status import ExitStatus
 from ..task import Task
 from ..trajectory.schema import Trajectory
 from ..trajectory.sessions import find_session
-from ..trajectory.store import TrajectoryStore
+from ..trajectory.store import TrajectoryError, TrajectoryStore
 
 
 @dataclass
 class SolveOutcome:
     result: RunResult
-    patch_file: Path
+    patch_file: Path | None  # where the patch is kept (None: no file could hold it; it is in `result`)
     scaling: ScalingResult | None = None  # set when several candidates ran
+    patch_moved: str = ""  # why the patch is not next to its trajectory
 
 
 def write_patch_file(path: str | Path, patch: str) -> bool:
     """The patch next to its trajectory; no file for a run that changed nothing (and a stale one
-    goes: an undo back to nothing). True when a file was written."""
+    goes: an undo back to nothing). True when a file was written. A write that fails leaves no
+    cut file behind (an OSError says why)."""
     path = Path(path)
     if not patch.strip():
         path.unlink(missing_ok=True)
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    patches.write(path, patch)
+    try:
+        patches.write(path, patch)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
     return True
+
+
+def keep_patch(path: Path, patch: str) -> tuple[Path | None, str]:
+    """Write the patch file at `path`, else (a full or read-only trajectory store) in this user's
+    private temporary folder, else in the current directory: (where it is, why not at `path`)."""
+    from ..private_dirs import private_root
+
+    try:
+        write_patch_file(path, patch)
+        return path, ""
+    except OSError as error:
+        why = f"{error.strerror or error} ({error.filename or path})"
+    for folder in (lambda: private_root() / "kept-patches", Path.cwd):
+        try:
+            where = folder() / path.name
+            write_patch_file(where, patch)
+            return where, why
+        except OSError:
+            continue
+    return None, why
 
 
 def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
@@ -122,9 +148,8 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
             restore_patch(sandbox, resume.patch or "")
         result = agent.run(task, sandbox, localization=localization, replay=replay, resume=resume,
                            follow_up=follow_up)
-    patch_file = Path(result.trajectory_path).with_suffix(".patch")
-    write_patch_file(patch_file, result.patch)
-    return SolveOutcome(result, patch_file)
+    patch_file, moved = keep_patch(Path(result.trajectory_path).with_suffix(".patch"), result.patch)
+    return SolveOutcome(result, patch_file, patch_moved=moved)
 
 
 def load_session(config: Config, session: str, repo: str) -> Trajectory:
@@ -153,10 +178,15 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
         run = RunResult(ExitStatus.NO_CANDIDATE, result.selection.why, "", 0, 0.0, 0.0, "", "")
         patch_file = store.root / f"{task.instance_id}-no-candidate.patch"
     else:
-        trajectory = store.load(chosen.trajectory_id)
-        run = RunResult(chosen.exit_status or "", result.selection.why, chosen.patch, len(trajectory.steps),
-                        trajectory.totals.cost or 0.0, trajectory.totals.wall_seconds or 0.0, trajectory.id,
-                        str(store.path_for(trajectory.id)))
-        patch_file = store.path_for(trajectory.id).with_suffix(".patch")
-    write_patch_file(patch_file, run.patch)
-    return SolveOutcome(run, patch_file, result)
+        path = store.path_for(chosen.trajectory_id)
+        try:
+            trajectory = store.load(chosen.trajectory_id)
+            steps, cost, seconds, lost = (len(trajectory.steps), trajectory.totals.cost or 0.0,
+                                          trajectory.totals.wall_seconds or 0.0, "")
+        except (TrajectoryError, OSError) as error:  # the store could not hold it: the patch is kept all the same
+            steps, cost, seconds, lost = 0, 0.0, 0.0, str(error)
+        run = RunResult(chosen.exit_status or "", result.selection.why, chosen.patch, steps, cost, seconds,
+                        chosen.trajectory_id, str(path), lost)
+        patch_file = path.with_suffix(".patch")
+    kept, moved = keep_patch(patch_file, run.patch)
+    return SolveOutcome(run, kept, result, patch_moved=moved)

@@ -61,6 +61,10 @@ class Totals(BaseModel):
 
 # Fields an update record may set; everything else is fixed at creation or folded from steps.
 UPDATABLE_FIELDS = ("patch", "exit_status", "exit_message", "wall_seconds")
+# Verification fields that hold integrity flags: `distrust` is what every grader records from
+# harness/integrity.reasons() (whatever that rule flags: test infrastructure touched, masked failures,
+# a tampered test run...); the others are a grade report's raw flags, when one is recorded whole.
+INTEGRITY_FIELDS = ("distrust", "touches_test_infrastructure", "masked_failures", "integrity_flags")
 
 
 class Trajectory(BaseModel):
@@ -103,6 +107,19 @@ class Trajectory(BaseModel):
     def resolved(self) -> bool | None:
         value = self.verification.get("resolved")
         return value if isinstance(value, bool) else None
+
+    @property
+    def integrity_flags(self) -> list[str]:
+        """Why the grade of this run cannot be trusted (empty: nothing flagged). A flagged run is no
+        positive training example unless the user allows it (`--allow-flagged`, data.allow_flagged)."""
+        flags: list[str] = []
+        for name in INTEGRITY_FIELDS:
+            value = self.verification.get(name)
+            if isinstance(value, (list, tuple, dict)):
+                flags += [str(item) for item in value if str(item) not in flags]
+            elif value:
+                flags.append(f"{name}: {value}")
+        return flags
 
     def compute_totals(self, wall_seconds: float | None = None) -> Totals:
         costs = [step.cost for step in self.steps if step.cost is not None]
