@@ -29,6 +29,15 @@ def private_root() -> Path:
     return root
 
 
+def ensure_private(path: Path) -> Path:
+    """`path` as a folder only this user can enter (0700): made so, or made so now if it is ours."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.stat(path)
+    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
 def make_private_dir(kind: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=private_root()))  # mode 0700
 

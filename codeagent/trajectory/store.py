@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from codeagent import patches
+from codeagent.private_dirs import ensure_private
 from codeagent.trajectory.schema import (
     SCHEMA_VERSION,
     UPDATABLE_FIELDS,
@@ -90,7 +91,7 @@ class TrajectoryWriter:
         self.id = trajectory_id
         self._next_step = next_step
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
-        self._fd: int | None = os.open(path, flags, 0o644)
+        self._fd: int | None = os.open(path, flags, 0o600)
         if not create and path.stat().st_size:
             with path.open("rb") as handle:
                 handle.seek(-1, os.SEEK_END)
@@ -293,7 +294,7 @@ class TrajectoryStore:
 
     def _start(self, trajectory: Trajectory) -> TrajectoryWriter:
         path = self.path_for(trajectory.id)
-        self.root.mkdir(parents=True, exist_ok=True)
+        ensure_private(self.root)  # a trajectory holds the user's code, prompts and the model's answers
         try:
             writer = TrajectoryWriter(path, trajectory.id, create=True)
         except FileExistsError:
