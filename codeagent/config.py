@@ -27,7 +27,8 @@ PROJECT_FILE = ".codeagent.yaml"
 # What an untrusted repository's .codeagent.yaml may set: how the work is done, never whom it talks
 # to (model name, endpoint), where it runs or what it can reach (sandbox, mounts, network, image),
 # what the host reads or writes (prompts_dir, trajectories_dir), how many runs it pays for
-# (candidates, attempts, models) or whom it trusts. Any key not listed, present or future, needs trust.
+# (candidates, attempts, models), what is left out of the patch (patch_exclude, scratch_dir: "*.py" would
+# drop the agent's fix in silence) or whom it trusts. Any key not listed, present or future, needs trust.
 # "lower": the repository may tighten the limit the user has, not raise it.
 REPOSITORY_MAY_SET: dict[str, Literal["any", "lower"]] = {
     "limits.max_steps": "lower",
@@ -43,8 +44,6 @@ REPOSITORY_MAY_SET: dict[str, Literal["any", "lower"]] = {
     "model.native_tools": "any",
     "model.context_tokens": "any",
     "agent.tools": "any",
-    "agent.scratch_dir": "any",
-    "agent.patch_exclude": "any",
     "agent.review_on_submit": "any",
     "agent.observation_chars": "any",
     "agent.localize": "any",
