@@ -277,7 +277,8 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
     import re
 
     from ..harness.prebuilt import mark
-    from .datasets import DatasetError, load_tasks, parse_slice
+    from .datasets import DatasetError, load_tasks, parse_slice, repo_under
+    from .runner import check_distinct_folders
 
     tasks = _task_file(dataset)
     if tasks is None:
@@ -295,6 +296,10 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
         tasks = [task for task in tasks if task.instance_id in only]
     tasks = mark(tasks, images.source if images else "build", images.namespace if images else None,
                  images.registry if images else None)
+    try:
+        check_distinct_folders(task.instance_id for task in tasks)
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
     if repos:
         located = []
         for task in tasks:
@@ -302,7 +307,7 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
                 located.append(task)
                 continue
             name = task.extra.get("swebench_repo") or ""
-            path = Path(repos) / name
+            path = repo_under(repos, name, task.instance_id)
             if not path.exists():
                 raise click.ClickException(f"{task.instance_id}: no repository {name} under {repos} "
                                            f"(expected {path}, a git repository or mirror)")
@@ -391,7 +396,7 @@ def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str]
         _console().print(f"{summary['errors']} of {summary['instances']} instance(s) errored (run the same "
                          "command again to retry them)")
     for instance_id, why in (defects or {}).items():
-        _console().print(f"environment defect: {instance_id}: {why}", markup=False)
+        _console().print(visible(f"environment defect: {instance_id}: {why}"), markup=False, highlight=False)
     if defects:
         _console().print(f"{len(defects)} of {summary['instances']} instance(s) show an environment defect: "
                          "their verdicts cannot be trusted until the environment is fixed", markup=False)
