@@ -42,6 +42,23 @@ def make_private_dir(kind: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=private_root()))  # mode 0700
 
 
+def host_identity() -> str:
+    """This machine and boot: `hostname/machine-id/boot-id`. A pid means something only beside the same
+    three (a Docker engine may be shared by hosts; pids restart with each boot)."""
+    import socket
+
+    def first_line(*paths: str) -> str:
+        for path in paths:
+            try:
+                return Path(path).read_text().strip()
+            except OSError:
+                continue
+        return ""
+
+    return "/".join([socket.gethostname(), first_line("/etc/machine-id", "/var/lib/dbus/machine-id"),
+                     first_line("/proc/sys/kernel/random/boot_id")])
+
+
 def owner_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
