@@ -346,7 +346,8 @@ def sandbox_prune(prune_all: bool, images: bool) -> None:
 
     with _user_errors():
         pruned = prune(include_live=prune_all, images=images)
-    click.echo(f"removed {pruned.containers} container(s) and {pruned.images} image(s)")
+    click.echo(f"removed {pruned.containers} container(s), {pruned.images} image(s) and {pruned.trees} cached "
+               "tree(s)")
     if pruned.other_hosts:
         click.echo(f"note: left {pruned.other_hosts} sandbox(es) of other hosts sharing this Docker engine: their "
                    "owners cannot be checked from here (prune on their host, or --all removes them)", err=True)

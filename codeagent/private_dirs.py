@@ -9,6 +9,7 @@ shared /tmp name that another user could have planted). Each folder in it is nam
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -69,12 +70,13 @@ def owner_alive(pid: int) -> bool:
     return True
 
 
-def remove_dead_owners(kind: str) -> int:
-    """Remove the `kind` folders whose process is gone; returns how many were removed."""
+def remove_dead_owners(kind: str | None = None) -> int:
+    """Remove the `kind` folders (None: of every kind) whose process is gone; returns how many were removed."""
     removed = 0
-    for path in private_root().glob(f"{kind}-*"):
-        pid = path.name[len(kind) + 1:].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not owner_alive(int(pid)):
+    pattern = re.compile(rf"{re.escape(kind) if kind else '[a-z]+'}-(\d+)-.+")
+    for path in private_root().iterdir():
+        named = pattern.fullmatch(path.name)
+        if named and int(named[1]) != os.getpid() and not owner_alive(int(named[1])):
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed

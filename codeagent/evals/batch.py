@@ -9,8 +9,8 @@ from typing import Any
 
 from .. import patches as patch_bytes
 from ..task import Task
-from .executors import Executor, LocalExecutor
 from ..visible import visible
+from .executors import Executor, LocalExecutor
 from .runner import BatchDir, check_distinct_folders, is_error, process_instance, write_json_atomic
 
 Progress = Callable[[dict], None]

@@ -11,11 +11,13 @@ import socket
 from dataclasses import dataclass
 from typing import Literal
 
-from ..private_dirs import host_identity
+from ..private_dirs import host_identity, remove_dead_owners
 from ..private_dirs import owner_alive as pid_alive
+from . import tree_cache
 from .docker import HOST_LABEL, LABEL, WORKSPACE_IMAGE
 from .engine import docker_client
 from .iodir import prune_io_dirs
+from .workspace import trees_dir
 
 Verdict = Literal["alive", "dead", "other host"]
 
@@ -25,13 +27,22 @@ class Pruned:
     containers: int = 0
     images: int = 0
     other_hosts: int = 0  # sandboxes left alone: their owner is on another host
+    trees: int = 0  # host copies of trees removed from the cache
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether a `codeagent.owner` label (hostname:pid) names a live process of this host."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return pid_alive(int(pid))
 
 
 def judge(labels: dict[str, str]) -> Verdict:
-    host, _, pid = labels.get("codeagent.owner", "").rpartition(":")
+    owner = labels.get("codeagent.owner", "")
     identity = labels.get(HOST_LABEL)
     if identity is None:  # made before the host label: the hostname is all there is
-        if host != socket.gethostname():
+        if owner.rpartition(":")[0] != socket.gethostname():
             return "other host"
     else:
         machine, _, boot = identity.rpartition("/")
@@ -40,19 +51,13 @@ def judge(labels: dict[str, str]) -> Verdict:
             return "other host"
         if boot != my_boot:
             return "dead"  # its owner ran in an earlier boot of this machine
-    if not pid.isdigit():
-        return "dead"
-    return "alive" if pid_alive(int(pid)) else "dead"
-
-
-def owner_alive(owner: str) -> bool:
-    """Whether a `codeagent.owner` label (hostname:pid) names a live process of this host."""
-    return judge({"codeagent.owner": owner}) == "alive"
+    return "alive" if owner_alive(owner) else "dead"
 
 
 def prune(include_live: bool = False, images: bool = False) -> Pruned:
     """Remove sandbox containers of dead owners of this host (all, with include_live), their service
-    networks and the host-side io directories they leave behind; with `images`, the cached workspace
+    networks, the host-side folders killed processes left (io dirs, navigation mirrors, grading
+    scratch) and the cached host copies of trees no one uses; with `images`, the cached workspace
     images too."""
     from docker.errors import APIError, NotFound
 
@@ -77,6 +82,8 @@ def prune(include_live: bool = False, images: bool = False) -> Pruned:
             except APIError:  # still in use by a container of a live owner
                 continue
     prune_io_dirs(mounted)
+    remove_dead_owners()  # navigation mirrors, grading scratch... of processes that were killed
+    result.trees = tree_cache.clear(trees_dir())
     if images:
         for image in client.images.list(name=WORKSPACE_IMAGE):
             client.images.remove(image.id, force=True)
