@@ -3,7 +3,9 @@
 The root is `<tmp>/codeagent-<uid>`, mode 0700, checked to be a real directory of this user (never a
 shared /tmp name that another user could have planted). Each folder in it is named
 `<kind>-<pid>-<random>` after the process that made it, so the folders of a process that died
-(kill -9, power loss) can be found and removed by the next run or by `sandbox prune`.
+(kill -9, power loss) can be found and removed by the next run or by `sandbox prune`. A folder
+marked with HELPERS_MARK names its owner's helper processes too: any process of this user that holds
+a file open in it (a local Ray's daemons and agents, their logs there) is stopped with the folder.
 """
 
 from __future__ import annotations
@@ -39,8 +41,53 @@ def ensure_private(path: Path) -> Path:
     return path
 
 
-def make_private_dir(kind: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=private_root()))  # mode 0700
+HELPERS_MARK = ".stop-holders"
+
+
+def make_private_dir(kind: str, *, helpers: bool = False) -> Path:
+    """helpers: the processes that hold files open in the folder die with its owner (see above)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=private_root()))  # mode 0700
+    if helpers:
+        (path / HELPERS_MARK).touch()
+    return path
+
+
+def _holds(pid: str, inside: str) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # gone, or not ours to look at
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(inside):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def stop_holders(folder: Path) -> int:
+    """SIGKILL this user's processes that hold a file open under `folder`; how many there were."""
+    import signal
+
+    inside = str(folder.resolve()) + "/"
+    stopped = 0
+    for _ in range(3):  # a daemon killed in one pass may have started a process in the meantime
+        found = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if entry.stat().st_uid != os.getuid() or not _holds(entry.name, inside):
+                    continue
+                os.kill(int(entry.name), signal.SIGKILL)  # orphans of a dead owner: nothing to save
+                found += 1
+            except OSError:
+                continue
+        stopped += found
+        if not found:
+            break
+    return stopped
 
 
 def host_identity() -> str:
@@ -77,6 +124,8 @@ def remove_dead_owners(kind: str | None = None) -> int:
     for path in private_root().iterdir():
         named = pattern.fullmatch(path.name)
         if named and int(named[1]) != os.getpid() and not owner_alive(int(named[1])):
+            if (path / HELPERS_MARK).exists():
+                stop_holders(path)
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed

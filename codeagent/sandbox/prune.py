@@ -55,37 +55,46 @@ def judge(labels: dict[str, str]) -> Verdict:
 
 
 def prune(include_live: bool = False, images: bool = False) -> Pruned:
-    """Remove sandbox containers of dead owners of this host (all, with include_live), their service
-    networks, the host-side folders killed processes left (io dirs, navigation mirrors, grading
-    scratch) and the cached host copies of trees no one uses; with `images`, the cached workspace
-    images too."""
+    """Remove what killed processes left (their helpers, such as a local Ray, first; their folders:
+    io dirs, navigation mirrors, grading scratch), the sandbox containers of dead owners of this host
+    (all, with include_live) and their service networks, and the cached host copies of trees no one
+    uses; with `images`, the cached workspace images too."""
+    result = Pruned()
+    remove_dead_owners()
+    result.containers, result.other_hosts, mounted = remove_sandboxes(include_live)
+    prune_io_dirs(mounted)
+    result.trees = tree_cache.clear(trees_dir())
+    if images:
+        client = docker_client()
+        for image in client.images.list(name=WORKSPACE_IMAGE):
+            client.images.remove(image.id, force=True)
+            result.images += 1
+    return result
+
+
+def remove_sandboxes(include_live: bool = False) -> tuple[int, int, set[str]]:
+    """Sandbox containers of dead owners of this host (all, with include_live) and their service
+    networks: how many went, how many of other hosts were left, and what the kept ones mount."""
     from docker.errors import APIError, NotFound
 
     client = docker_client()
-    result = Pruned()
-    mounted = set()
+    removed = other_hosts = 0
+    mounted: set[str] = set()
     for container in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         verdict = judge(container.labels)
         if not include_live and verdict != "dead":
             mounted.update(mount.get("Source", "") for mount in container.attrs.get("Mounts") or [])
-            result.other_hosts += verdict == "other host"
+            other_hosts += verdict == "other host"
             continue
         try:
             container.remove(force=True)
         except NotFound:  # removed meanwhile (its owner closing it, another prune)
             continue
-        result.containers += 1
+        removed += 1
     for network in client.networks.list(filters={"label": LABEL}):  # the task environments' service networks
         if include_live or judge(network.attrs.get("Labels") or {}) == "dead":
             try:
                 network.remove()
             except APIError:  # still in use by a container of a live owner
                 continue
-    prune_io_dirs(mounted)
-    remove_dead_owners()  # navigation mirrors, grading scratch... of processes that were killed
-    result.trees = tree_cache.clear(trees_dir())
-    if images:
-        for image in client.images.list(name=WORKSPACE_IMAGE):
-            client.images.remove(image.id, force=True)
-            result.images += 1
-    return result
+    return removed, other_hosts, mounted
