@@ -232,7 +232,8 @@ _SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|credential|bearer|se
 
 
 def hide_secret_args(args: list[str]) -> list[str]:
-    """`--api-key X`, `--token=X`, `-e GITHUB_TOKEN=X`: the value is hidden, the name kept."""
+    """`--api-key X`, `--token=X`, `-e GITHUB_TOKEN=X`, `--header "Authorization: Bearer X"`, a URL's
+    password or token: the value is hidden, the name kept."""
     out: list[str] = []
     hide_next = False
     for arg in args:
@@ -240,9 +241,16 @@ def hide_secret_args(args: list[str]) -> list[str]:
             out.append(HIDDEN)
             hide_next = False
             continue
-        name, equals, _ = arg.partition("=")
-        if equals and _SECRET_NAME.search(name):
+        name, equals, value = arg.partition("=")
+        header, colon, _ = arg.partition(":")
+        if equals and "://" not in name and _SECRET_NAME.search(name):
             out.append(f"{name}={HIDDEN}")
+        elif equals and "://" not in name and "://" in value:
+            out.append(f"{name}={hide_secret_url(value)}")
+        elif "://" in arg:
+            out.append(hide_secret_url(arg))
+        elif colon and re.fullmatch(r"[\w-]+", header) and _SECRET_NAME.search(header):
+            out.append(f"{header}: {HIDDEN}")
         else:
             out.append(arg)
             hide_next = arg.startswith("-") and bool(_SECRET_NAME.search(arg))

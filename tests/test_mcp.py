@@ -280,7 +280,8 @@ def test_tokens_in_a_servers_url_and_args_stay_out_of_the_record_and_the_export(
 
     from codeagent.trajectory.commands import traj
 
-    args = [*stdio()["args"], "--api-key", "s3cretA", "--token=s3cretB", "-e", "GH_TOKEN=s3cretC", "--port", "7"]
+    args = [*stdio()["args"], "--api-key", "s3cretA", "--token=s3cretB", "-e", "GH_TOKEN=s3cretC", "--port", "7",
+            "--header", "Authorization: Bearer s3cretF", "--upstream=https://bob:s3cretG@mcp.example.com/"]
     config = Config(agent={"localize": False}, mcp={"servers": {
         "notes": {"command": sys.executable, "args": args},
         "web": {"url": "https://bob:s3cretD@mcp.example.com:8443/mcp?api_key=s3cretE&team=blue", "enabled": False}}})
@@ -294,8 +295,9 @@ def test_tokens_in_a_servers_url_and_args_stay_out_of_the_record_and_the_export(
     assert exported.exit_code == 0, exported.output
     header = json.loads(record.splitlines()[0])
     for text, first in ((record, header.get("trajectory", header)), (out.read_text(), json.loads(out.read_text()))):
-        assert not re.search(r"s3cret[A-E]", text)
+        assert not re.search(r"s3cret[A-G]", text)
         saved = first["config"]["mcp"]["servers"]
-        assert saved["notes"]["args"][-7:] == ["--api-key", "<hidden>", "--token=<hidden>", "-e", "GH_TOKEN=<hidden>",
-                                               "--port", "7"]
+        assert saved["notes"]["args"][-10:] == [
+            "--api-key", "<hidden>", "--token=<hidden>", "-e", "GH_TOKEN=<hidden>", "--port", "7",
+            "--header", "Authorization: <hidden>", "--upstream=https://bob:<hidden>@mcp.example.com/"]
         assert saved["web"]["url"] == "https://bob:<hidden>@mcp.example.com:8443/mcp?api_key=<hidden>&team=blue"
