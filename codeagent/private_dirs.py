@@ -70,8 +70,10 @@ def stop_holders(folder: Path) -> int:
     """SIGKILL this user's processes that hold a file open under `folder`; how many there were."""
     import signal
 
+    import time
+
     inside = str(folder.resolve()) + "/"
-    stopped = 0
+    killed: set[int] = set()
     for _ in range(3):  # a daemon killed in one pass may have started a process in the meantime
         found = 0
         for entry in os.scandir("/proc"):
@@ -81,13 +83,16 @@ def stop_holders(folder: Path) -> int:
                 if entry.stat().st_uid != os.getuid() or not _holds(entry.name, inside):
                     continue
                 os.kill(int(entry.name), signal.SIGKILL)  # orphans of a dead owner: nothing to save
+                killed.add(int(entry.name))
                 found += 1
             except OSError:
                 continue
-        stopped += found
         if not found:
             break
-    return stopped
+    deadline = time.monotonic() + 5
+    while any(owner_alive(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)  # gone before anyone judges what they owned (their sandboxes)
+    return len(killed)
 
 
 def host_identity() -> str:
@@ -114,7 +119,10 @@ def owner_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie (killed, its parent gone or not reaping) is dead
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def remove_dead_owners(kind: str | None = None) -> int:
