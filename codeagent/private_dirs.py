@@ -69,7 +69,6 @@ def _holds(pid: str, inside: str) -> bool:
 def stop_holders(folder: Path) -> int:
     """SIGKILL this user's processes that hold a file open under `folder`; how many there were."""
     import signal
-
     import time
 
     inside = str(folder.resolve()) + "/"
