@@ -325,3 +325,35 @@ def test_escape_sequences_in_an_instance_id_are_shown_in_the_progress_line(capfd
     err = capfd.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1
     assert err == "[django^[]0;pwned^G^[[2J fake] tests running 30s: ok\n"
+
+
+def test_eval_grade_refuses_clashing_ids_before_any_work(tmp_path, raw_dev_rows):
+    rows = raw_dev_rows[:2]
+    rows[0]["instance_id"], rows[1]["instance_id"] = "calc/1", "calc:1"
+    dataset = _write(tmp_path / "clash.jsonl", rows)
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": row["instance_id"], "model_name_or_path": "m",
+                                               "model_patch": ""}) + "\n" for row in rows))
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(dataset),
+                           "--predictions", str(predictions), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert "instances 'calc/1' and 'calc:1' would share one output folder (instances/calc_1)" in proc.stderr
+    assert not (tmp_path / "out" / "instances" / "calc_1").exists()
+
+
+def test_escape_sequences_and_markup_in_an_instance_id_are_shown_in_eval_progress(tmp_path, raw_dev_rows):
+    """The progress line names the last instance: on main its escape sequence reached the terminal
+    (and a `[/]` in an id would have been read as Rich markup)."""
+    rows = raw_dev_rows[:1]
+    rows[0]["instance_id"] = "calc-1\x1b]0;pwned\x07[/][red]"
+    dataset = _write(tmp_path / "evil.jsonl", rows)
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text(json.dumps({"instance_id": rows[0]["instance_id"], "model_name_or_path": "m",
+                                       "model_patch": ""}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(dataset),
+                           "--predictions", str(predictions), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+    assert "last calc-1^[]0;pwned^G[/][red]" in proc.stderr.replace("\n", "")

@@ -346,18 +346,20 @@ def _prebuilt(tasks, executor, wanted: bool):
 def _with_progress(total: int, work):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..visible import visible
     from .runner import is_error
 
     counts = {"resolved": 0, "errors": 0}
+    # the status names the last instance: the dataset's text, shown and never read as markup or escapes
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[status]}"), transient=False, console=_console()) as progress:
+                  TextColumn("{task.fields[status]}", markup=False), transient=False, console=_console()) as progress:
         bar = progress.add_task("instances", total=total, status="")
 
         def advance(report: dict) -> None:
             counts["resolved"] += bool(report.get("resolved"))
             counts["errors"] += is_error(report)
-            progress.update(bar, advance=1, status=f"resolved {counts['resolved']} · errors "
-                                                   f"{counts['errors']} · last {report.get('instance_id')}")
+            progress.update(bar, advance=1, status=visible(f"resolved {counts['resolved']} · errors "
+                                                           f"{counts['errors']} · last {report.get('instance_id')}"))
 
         return work(advance)
 
