@@ -155,21 +155,21 @@ def test_prune_judges_only_owners_of_its_own_host(base_image):
     (its pid is not one here) and removed. Now it stays, with a note; one of an earlier boot of this
     machine is dead whatever its pid."""
     import socket
+    from pathlib import Path
 
-    from codeagent.private_dirs import host_identity
-    from codeagent.sandbox.docker import HOST_LABEL, LABEL, owner_labels
+    from codeagent.sandbox.docker import LABEL, owner_labels
     from codeagent.sandbox.engine import docker_client
 
-    assert owner_labels()[HOST_LABEL] == host_identity()
     here = socket.gethostname()
-    machine, _, boot = host_identity().rpartition("/")
-    assert here and boot, host_identity()  # the boot id is there to read on Linux
+    machine = f"{here}/{Path('/etc/machine-id').read_text().strip() if Path('/etc/machine-id').exists() else ''}"
+    identity = f"{machine}/{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}"
+    host = "codeagent.host"
     labels = {  # name -> (labels, kept?)
-        "other-host": ({"codeagent.owner": "node-b:999999999", HOST_LABEL: "node-b/b0b/1234"}, True),
+        "other-host": ({"codeagent.owner": "node-b:999999999", host: "node-b/b0b/1234"}, True),
         "other-host-old-label": ({"codeagent.owner": "node-b:999999999"}, True),
-        "earlier-boot": ({"codeagent.owner": f"{here}:{os.getpid()}", HOST_LABEL: f"{machine}/an-earlier-boot"}, False),
-        "dead-here": ({"codeagent.owner": f"{here}:999999999", HOST_LABEL: host_identity()}, False),
-        "alive-here": ({"codeagent.owner": f"{here}:{os.getpid()}", HOST_LABEL: host_identity()}, True),
+        "earlier-boot": ({"codeagent.owner": f"{here}:{os.getpid()}", host: f"{machine}/an-earlier-boot"}, False),
+        "dead-here": ({"codeagent.owner": f"{here}:999999999", host: identity}, False),
+        "alive-here": ({"codeagent.owner": f"{here}:{os.getpid()}", host: identity}, True),
     }
     client = docker_client()
     made = {name: client.containers.create(base_image, ["true"], name=f"codeagent-prune-test-{name}-{os.getpid()}",
@@ -182,6 +182,7 @@ def test_prune_judges_only_owners_of_its_own_host(base_image):
         assert {name for name, container in made.items() if container.id in left} == {
             name for name, (_, kept) in labels.items() if kept}
         assert "note: left" in proc.stderr and "of other hosts sharing this Docker engine" in proc.stderr
+        assert owner_labels()[host] == identity  # what this host's sandboxes carry
     finally:
         for container in made.values():
             try:
