@@ -345,15 +345,20 @@ def sandbox_run(repo, example, commit, kind, timeout, network, command) -> None:
 
 
 @sandbox.command("prune")
-@click.option("--all", "prune_all", is_flag=True, help="Also remove sandboxes whose owner process is alive.")
+@click.option("--all", "prune_all", is_flag=True,
+              help="Also remove sandboxes whose owner process is alive, or runs on another host.")
 @click.option("--images", is_flag=True, help="Also remove cached workspace images.")
 def sandbox_prune(prune_all: bool, images: bool) -> None:
     """Remove leftover sandbox containers (and, with --images, workspace images)."""
     from .sandbox.prune import prune
 
     with _user_errors():
-        containers, removed_images = prune(include_live=prune_all, images=images)
-    click.echo(f"removed {containers} container(s) and {removed_images} image(s)")
+        pruned = prune(include_live=prune_all, images=images)
+    click.echo(f"removed {pruned.containers} container(s), {pruned.images} image(s) and {pruned.trees} cached "
+               "tree(s)")
+    if pruned.other_hosts:
+        click.echo(f"note: left {pruned.other_hosts} sandbox(es) of other hosts sharing this Docker engine: their "
+                   "owners cannot be checked from here (prune on their host, or --all removes them)", err=True)
 
 
 # -- plumbing --------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from codeagent.config import ConfigError, load_config, parse_overrides, trust_project, untrusted_settings
-from codeagent.run.examples import example_repo, example_task
+from codeagent.run.examples import example_replay, example_repo, example_task
 
 from .test_models_litellm import FakeServer, completion, tool_call
 
@@ -204,6 +204,23 @@ def test_an_untrusted_repo_gets_no_request_and_no_key(malicious_clone, server, e
     assert "warning: ignoring model.name, model.api_base, sandbox.kind, sandbox.network from " in proc.stderr
     assert "local sandbox" not in proc.stderr
     assert proc.returncode == 3 and "no model configured" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("setting", ["patch_exclude: ['*.py']", "scratch_dir: shop"])
+def test_an_untrusted_repo_cannot_leave_the_fix_out_of_the_patch(malicious_clone, env, setting):
+    """On main: rc 0, "no patch: the run changed no file", the fix dropped in silence."""
+    clone, issue = malicious_clone
+    (clone / ".codeagent.yaml").write_text(f"agent: {{{setting}}}\n")
+    proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
+                 env=env)
+    assert proc.returncode == 0, proc.stderr
+    name = "agent." + setting.split(":")[0]
+    assert f"warning: ignoring {name} from {clone / '.codeagent.yaml'}: only a trusted repository" in proc.stderr
+    assert proc.stdout.startswith("diff --git a/shop/cart.py b/shop/cart.py")
+    proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
+                 "--trust", env=env)  # the user's choice: the setting applies
+    assert proc.returncode == 0 and "a/shop/cart.py" not in proc.stdout, proc.stderr
 
 
 @pytest.mark.usefixtures("no_leaks")

@@ -216,3 +216,27 @@ def test_the_patch_survives_a_trajectory_store_that_cannot_be_written(checkout, 
     assert kept.startswith(str(tmp_path / "tmp")) and open(kept).read() == proc.stdout
     assert f"{kept} (not beside its trajectory: " in proc.stderr
     assert f"applied to {clone}: shop/cart.py" in proc.stderr and "del self._lines[sku]" in (clone / "shop/cart.py").read_text()
+
+
+def test_the_trajectory_store_is_private_to_the_user(checkout, env, tmp_path):
+    """Files 0600 and folders 0700 (the record, its .patch, images/), even with a umask of 022."""
+    import stat
+    import struct
+    import zlib
+
+    clone, issue = checkout
+    chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))  # noqa: E731
+    png = tmp_path / "shot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+                    + chunk(b"IDAT", zlib.compress(b"\x00\x00")) + chunk(b"IEND", b""))
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "solve", "--repo", str(clone), "--issue-file",
+                           str(issue), "--model", f"replay:{example_replay('cart')}", "--image", str(png),
+                           "--headless"], capture_output=True, text=True, env=env, timeout=300,
+                          preexec_fn=lambda: os.umask(0o022))
+    assert proc.returncode == 0, proc.stderr
+    store = tmp_path / "trajs"
+    modes = {str(path.relative_to(store)): stat.S_IMODE(path.stat().st_mode) for path in [store, *store.rglob("*")]}
+    assert {name.rsplit(".", 1)[-1] for name in modes if "." in name} >= {"jsonl", "patch", "png"}
+    assert "images" in modes
+    assert {name: mode for name, mode in modes.items()
+            if mode != (0o700 if (store / name).is_dir() else 0o600)} == {}

@@ -20,6 +20,7 @@ import time
 import weakref
 from pathlib import Path
 
+from ..private_dirs import host_identity
 from . import disk
 from .engine import docker_client
 from .errors import ImageMissing, PatchTooLarge, SandboxDead, SandboxError, WorkspaceError, too_large_message
@@ -32,6 +33,7 @@ from .stream import DockerTransport
 from .workspace import INIT_REPO_SCRIPT, WORKSPACE_RECIPE, RepoSnapshot
 
 LABEL = "codeagent.sandbox"
+HOST_LABEL = "codeagent.host"  # private_dirs.host_identity() of the owner
 WORKSPACE_IMAGE = "codeagent/workspace"
 RUN_LABEL, RUN_LABEL_ENV = "codeagent.run", "CODEAGENT_RUN_LABEL"  # tags the images of one run (the tests')
 STATE_DIR = "/tmp/.codeagent"
@@ -528,8 +530,9 @@ def owner_label() -> str:
 
 
 def owner_labels() -> dict[str, str]:
-    """Who made a container (prune removes those of dead owners) and, when set, the run it belongs to."""
-    return {"codeagent.owner": owner_label(), **_run_label()}
+    """Who made a container, on which host and boot (prune removes those of dead owners of its own
+    host) and, when set, the run it belongs to."""
+    return {"codeagent.owner": owner_label(), HOST_LABEL: host_identity(), **_run_label()}
 
 
 def close_all() -> None:

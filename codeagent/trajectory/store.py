@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from codeagent import patches
+from codeagent.private_dirs import ensure_private
 from codeagent.trajectory.schema import (
     SCHEMA_VERSION,
     UPDATABLE_FIELDS,
@@ -99,7 +100,7 @@ class TrajectoryWriter:
         self._fd: int | None = None
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
         try:
-            self._fd = os.open(path, flags, 0o644)
+            self._fd = os.open(path, flags, 0o600)
             if not create and path.stat().st_size:
                 with path.open("rb") as handle:
                     handle.seek(-1, os.SEEK_END)
@@ -325,7 +326,7 @@ class TrajectoryStore:
     def _start(self, trajectory: Trajectory, on_error: Callable[[str], None] | None = None) -> TrajectoryWriter:
         path = self.path_for(trajectory.id)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            ensure_private(self.root)  # a trajectory holds the user's code, prompts and the model's answers
         except OSError:
             if on_error is None:
                 raise  # else the writer finds the folder missing and says so
