@@ -10,22 +10,28 @@ it (from MIN_INTERVAL): the check stays a small fraction of the commands' own ti
 commands the layer is measured every interval too: a background job (`writer &`) keeps writing
 while no command runs; over the cap, every process is frozen (`idle_over_cap`) until the next
 command stops them. What a command or a background job can write past the cap is bounded by one
-interval of writing.
+interval of writing. What the layer's size misses (files deleted while still open, the engine's
+files mounted into the container) is added from the host's view of the container (held.py)
+where this host has one.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from .engine import docker_client
 from .errors import SandboxError
+from .held import HostView
 
 MIN_INTERVAL = 0.5  # seconds of command time between measures
 SIGXFSZ_EXIT = 128 + 25
 
 _quota_supported: bool | None = None  # learnt from the engine on the first sandbox
+_said_no_host_view = False
+log = logging.getLogger(__name__)
 
 
 def parse_size(text: str | int) -> int:
@@ -66,6 +72,15 @@ def human(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
 
 
+def _say_no_host_view() -> None:
+    global _said_no_host_view
+    if not _said_no_host_view:
+        _said_no_host_view = True
+        log.warning("the sandbox's disk cap counts its writable layer only: this host cannot see the "
+                    "container's processes (a remote Docker engine, or no right to read them), so files "
+                    "deleted while held open are not counted")
+
+
 class DiskWatch:
     """Measures a container's writable layer; `over_cap` is called (from a watcher thread) when
     a running command takes it over the cap."""
@@ -82,6 +97,11 @@ class DiskWatch:
         self._idle_over_cap = idle_over_cap
         self._lock = threading.Lock()  # no command starts while an idle measure may freeze the sandbox
         self.idle_limit = cap  # over the cap already (files kept): only growth past this trips
+        self.deleted = 0  # of the last measure: bytes of files deleted while open
+        self.tripped_deleted = 0  # ... of the measure that tripped (stopping the holders freed them)
+        self.host_view = HostView.open(container_id)
+        if self.host_view is None:
+            _say_no_host_view()
         self._busy = 0  # the sandbox's own work (command_started or hold, to settled) is never frozen
         self._running_since: float | None = None
         self._stop = threading.Event()
@@ -91,9 +111,11 @@ class DiskWatch:
     def used(self) -> int:
         started = time.monotonic()
         rows = docker_client().api.containers(all=True, size=True, filters={"id": self.container_id})
+        layer = int(rows[0].get("SizeRw") or 0) if rows else 0
+        self.deleted, mounted = self.host_view.held() if self.host_view is not None else (0, 0)
         self.interval = max(MIN_INTERVAL, 20 * (time.monotonic() - started))
         self.unmeasured = 0.0
-        return int(rows[0].get("SizeRw") or 0) if rows else 0
+        return layer + self.deleted + mounted
 
     def command_started(self) -> None:
         self.hold()
@@ -128,6 +150,7 @@ class DiskWatch:
                 continue
             try:
                 if self.used() >= self.cap:
+                    self.tripped_deleted = self.deleted
                     self.tripped = True
                     self._over_cap()
             except Exception:
@@ -139,6 +162,7 @@ class DiskWatch:
                 return
             try:
                 if self.used() >= max(self.cap, self.idle_limit):
+                    self.tripped_deleted = self.deleted
                     self._idle_over_cap()  # frozen before anyone can see the flag and unfreeze
                     self.tripped = self.idle_tripped = True
             except Exception:
