@@ -16,7 +16,6 @@ from codeagent.events import EventBus
 from codeagent.models import ScriptedModel
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
-from codeagent.tools.edit_history import MAX_BYTES, EditHistory
 from codeagent.trajectory.store import TrajectoryStore
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -71,6 +70,8 @@ def test_the_run_ends_at_its_cap_of_tool_calls_with_the_patch_kept(make_repo, tm
 
 def test_one_reply_of_edits_holds_a_bounded_history_whatever_the_spellings(make_repo, tmp_path):
     """100 inserts on a 15 MB file in one reply took the host from ~450 MiB to 1,985 MiB."""
+    from codeagent.tools.edit_history import MAX_BYTES
+
     repo = make_repo({"big.txt": "x" * 79 + "\n" + ("y" * 79 + "\n") * (6 * 2**20 // 80)})  # 6 MiB
     spellings = ["big.txt", "./big.txt", "/testbed/big.txt", "sub/../big.txt"]
     inserts = [("editor", {"command": "insert", "path": spellings[i % 4], "insert_line": 1, "new_str": f"line {i}"})
@@ -90,14 +91,22 @@ def test_undo_follows_the_file_not_the_spelling_and_says_when_history_was_droppe
     repo = make_repo({"a.txt": "one\n"})
     edit = lambda path, new: ("editor", {"command": "str_replace", "path": path, "old_str": "one", "new_str": new})  # noqa: E731
     undo = lambda path: ("editor", {"command": "undo_edit", "path": path})  # noqa: E731
-    turns = [reply(edit("./a.txt", "two"), undo("/testbed/a.txt"), undo("a.txt")), reply(("submit", {}))]
+    insert = lambda i: ("editor", {"command": "insert", "path": ["a.txt", "./a.txt"][i % 2], "insert_line": 0,  # noqa: E731
+                                   "new_str": f"{i}"})
+    turns = [reply(edit("./a.txt", "two"), undo("/testbed/a.txt"), undo("a.txt")),
+             reply(*[insert(i) for i in range(21)]), reply(*[undo("a.txt")] * 21), reply(("submit", {}))]
     _, result, trajectory = run(repo, turns, tmp_path)
     outputs = tool_outputs(trajectory)
     assert "Reverted the last edit of /testbed/a.txt" in outputs[1] and "no edit of a.txt to undo" in outputs[2]
-    assert result.patch == ""
+    undone = outputs[24:]
+    assert all(text.startswith("Reverted the last edit of a.txt") for text in undone[:20])
+    assert "no edit of a.txt left to undo: its older versions were dropped" in undone[20]  # 20 kept of 21
+    assert result.patch.endswith("@@ -1 +1,2 @@\n+0\n one\n")  # the first insert stays
 
 
 def test_the_history_drops_the_oldest_versions_first_and_counts_its_bytes():
+    from codeagent.tools.edit_history import EditHistory
+
     history = EditHistory(max_per_file=3, max_bytes=100)
     history.push("/t/a", b"a" * 40)
     history.push("/t/b", None)  # a file the editor created
