@@ -11,8 +11,7 @@ commands the layer is measured every interval too: a background job (`writer &`)
 while no command runs; over the cap, every process is frozen (`idle_over_cap`) until the next
 command stops them. What a command or a background job can write past the cap is bounded by one
 interval of writing. What the layer's size misses (files deleted while still open, the engine's
-files mounted into the container) is added from the host's view of the container (held.py)
-where this host has one.
+files mounted into the container) is added from the kernel's view of the container (held.py).
 """
 
 from __future__ import annotations
@@ -24,13 +23,12 @@ from collections.abc import Callable
 
 from .engine import docker_client
 from .errors import SandboxError
-from .held import HostView
+from .held import HelperView, HostView
 
 MIN_INTERVAL = 0.5  # seconds of command time between measures
 SIGXFSZ_EXIT = 128 + 25
 
 _quota_supported: bool | None = None  # learnt from the engine on the first sandbox
-_said_no_host_view = False
 log = logging.getLogger(__name__)
 
 
@@ -72,21 +70,12 @@ def human(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
 
 
-def _say_no_host_view() -> None:
-    global _said_no_host_view
-    if not _said_no_host_view:
-        _said_no_host_view = True
-        log.warning("the sandbox's disk cap counts its writable layer only: this host cannot see the "
-                    "container's processes (a remote Docker engine, or no right to read them), so files "
-                    "deleted while held open are not counted")
-
-
 class DiskWatch:
     """Measures a container's writable layer; `over_cap` is called (from a watcher thread) when
     a running command takes it over the cap."""
 
     def __init__(self, container_id: str, cap: int, over_cap: Callable[[], None],
-                 idle_over_cap: Callable[[], None] | None = None):
+                 idle_over_cap: Callable[[], None] | None = None, *, image: str, labels: dict[str, str]):
         self.container_id = container_id
         self.cap = cap
         self.interval = MIN_INTERVAL
@@ -98,10 +87,14 @@ class DiskWatch:
         self._lock = threading.Lock()  # no command starts while an idle measure may freeze the sandbox
         self.idle_limit = cap  # over the cap already (files kept): only growth past this trips
         self.deleted = 0  # of the last measure: bytes of files deleted while open
-        self.tripped_deleted = 0  # ... of the measure that tripped (stopping the holders freed them)
-        self.host_view = HostView.open(container_id)
-        if self.host_view is None:
-            _say_no_host_view()
+        self.tripped_used = self.tripped_deleted = 0  # the measure that tripped (stopping may free it)
+        self.view: HostView | HelperView | None = HostView.open(container_id)
+        if self.view is None:
+            try:
+                self.view = HelperView(container_id, image, labels)
+            except Exception as exc:
+                log.warning("the sandbox's disk cap counts its writable layer only: no helper container could "
+                            "be started to count files deleted while held open (%s)", exc)
         self._busy = 0  # the sandbox's own work (command_started or hold, to settled) is never frozen
         self._running_since: float | None = None
         self._stop = threading.Event()
@@ -112,7 +105,7 @@ class DiskWatch:
         started = time.monotonic()
         rows = docker_client().api.containers(all=True, size=True, filters={"id": self.container_id})
         layer = int(rows[0].get("SizeRw") or 0) if rows else 0
-        self.deleted, mounted = self.host_view.held() if self.host_view is not None else (0, 0)
+        self.deleted, mounted = self.view.held() if self.view is not None else (0, 0)
         self.interval = max(MIN_INTERVAL, 20 * (time.monotonic() - started))
         self.unmeasured = 0.0
         return layer + self.deleted + mounted
@@ -149,8 +142,8 @@ class DiskWatch:
             if time.monotonic() - since < self.interval:
                 continue
             try:
-                if self.used() >= self.cap:
-                    self.tripped_deleted = self.deleted
+                if (used := self.used()) >= self.cap:
+                    self.tripped_used, self.tripped_deleted = used, self.deleted
                     self.tripped = True
                     self._over_cap()
             except Exception:
@@ -161,8 +154,8 @@ class DiskWatch:
             if self._busy:
                 return
             try:
-                if self.used() >= max(self.cap, self.idle_limit):
-                    self.tripped_deleted = self.deleted
+                if (used := self.used()) >= max(self.cap, self.idle_limit):
+                    self.tripped_used, self.tripped_deleted = used, self.deleted
                     self._idle_over_cap()  # frozen before anyone can see the flag and unfreeze
                     self.tripped = self.idle_tripped = True
             except Exception:
@@ -170,3 +163,5 @@ class DiskWatch:
 
     def close(self) -> None:
         self._stop.set()
+        if isinstance(self.view, HelperView):
+            self.view.close()

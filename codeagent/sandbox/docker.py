@@ -160,7 +160,8 @@ class DockerSandbox:
         try:
             if not self._engine_quota:
                 self._disk = disk.DiskWatch(self.container.id, self._disk_cap, self._stop_command,
-                                            self._freeze)
+                                            self._freeze, image=self.image,
+                                            labels={LABEL: "disk-watch", **owner_labels()})
             try:
                 self.shell.start()
             except Exception:
@@ -288,8 +289,9 @@ class DockerSandbox:
         file_capped = result.exit_code == disk.SIGXFSZ_EXIT or "File size limit exceeded" in result.output
         if not (measure or file_capped or self._disk.tripped):
             return notes
-        # what the watcher's measure found in deleted files: stopping their holders freed them
-        freed = self._disk.tripped_deleted if self._disk.tripped else 0
+        # what the watcher's measure found: stopping the processes (and restarting the container,
+        # which writes the engine's files anew) may have freed it since
+        held, freed = (self._disk.tripped_used, self._disk.tripped_deleted) if self._disk.tripped else (0, 0)
         self._disk.tripped = False
         try:
             used = self._disk.used()
@@ -301,16 +303,15 @@ class DockerSandbox:
                          "command writing it was stopped.")
         still_over = used >= self._disk_cap and self._over_disk_cap and used <= self._used_when_capped
         if used >= self._disk_cap and not still_over:
+            held, freed = used, self._disk.deleted
             self.recover()  # background writers too
-            if self._disk.deleted:  # the stopped processes held deleted files: they are freed now
-                freed = self._disk.deleted
-                with contextlib.suppress(Exception):
-                    used = self._disk.used()
-        if freed and used < self._disk_cap:  # the shell was restarted, without the limit below
+            with contextlib.suppress(Exception):
+                used = self._disk.used()
+        if held >= self._disk_cap and used < self._disk_cap:  # the shell was restarted, without the limit below
             self._over_disk_cap, self._disk.idle_limit = False, self._disk_cap
-            notes.append(f"[sandbox] Disk cap reached: {disk.human(freed)} were held in files deleted while "
-                         f"still open, and the cap is {cap}. Every process in the sandbox was stopped, which "
-                         "freed them. Files are kept.")
+            deleted = f", {disk.human(freed)} of it in files deleted while still open" if freed else ""
+            notes.append(f"[sandbox] Disk cap reached: the sandbox held {disk.human(held)}{deleted}; the cap is "
+                         f"{cap}. Every process in the sandbox was stopped, which freed the space. Files are kept.")
         elif still_over:
             notes.append(f"[sandbox] Still over the disk cap ({disk.human(used)} of {cap}): files cannot grow "
                          "until you delete some.")

@@ -1,12 +1,14 @@
-"""What a container holds on the engine's disk beyond its writable layer, seen from the host.
+"""What a container holds on the engine's disk beyond its writable layer.
 
 The engine's SizeRw walks the layer's directory. Two things escape it: a file deleted while a
 process keeps it open (its blocks stay taken until the last holder closes it), and the engine's
 own files bind-mounted into the container (/etc/hosts, /etc/hostname, /etc/resolv.conf), which
-root inside may write. When codeagent runs on the engine's host with the right to read the
-container's processes (as root, or with rootless Docker) it counts both through the host's /proc
-and the engine's paths: the kernel's view, which nothing inside the container can change. On a
-remote engine `HostView.open` returns None and only the layer is counted.
+root inside may write. Both are counted from the kernel's view of the container's processes,
+which nothing inside the container can change: `HostView` reads the host's /proc when codeagent
+runs on the engine's host with the right to (as root, or with rootless Docker); elsewhere (a user
+in the docker group, a remote engine) `HelperView` asks a helper container in the host's pid
+namespace, which the sandbox can neither see nor signal, running the tools of the sandbox's image,
+never the container's files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import stat
 from pathlib import Path
 
 from .engine import docker_client
+from .errors import SandboxError
 
 MOUNTED_FILES = ("HostsPath", "HostnamePath", "ResolvConfPath")
 
@@ -98,3 +101,52 @@ def _read_pids(procs_file: Path) -> list[int]:
         return [int(line) for line in procs_file.read_text().split()]
     except (OSError, ValueError):
         return []  # the container is stopped (its cgroup is removed until it starts again)
+
+
+# $1: the container's first process (its init); then every process of it (the engine's `top`).
+# Prints the bytes of deleted files they hold on the container's root filesystem, the bytes of
+# the engine's files mounted into it, and "end".
+HELPER_SCRIPT = r"""
+first=$1
+root=$(find -L /proc/$first/root -maxdepth 0 -printf %D) || exit 1
+for p in "$@"; do
+  find -L /proc/$p/fd /proc/$p/map_files -mindepth 1 -maxdepth 1 -type f -links 0 -printf "%D %i %b\n" 2>/dev/null
+done | awk -v root="$root" '$1 == root && !seen[$2]++ { sum += $3 } END { printf "%.0f\n", sum * 512 }'
+find -L /proc/$first/root/etc/hosts /proc/$first/root/etc/hostname /proc/$first/root/etc/resolv.conf \
+  -maxdepth 0 -printf "%b\n" 2>/dev/null | awk '{ sum += $1 } END { printf "%.0f\n", sum * 512 }'
+echo end
+"""
+
+
+class HelperView:
+    """The same count, from a helper container (`sleep infinity`) with the host's pid namespace."""
+
+    def __init__(self, container_id: str, image: str, labels: dict[str, str]):
+        self.container_id = container_id
+        self.helper = docker_client().containers.create(
+            image, ["sleep", "infinity"], pid_mode="host", network_mode="none", cap_drop=["ALL"],
+            cap_add=["SYS_PTRACE", "DAC_READ_SEARCH"], security_opt=["no-new-privileges"], user="0",
+            mem_limit="128m", pids_limit=64, labels=labels, init=True)
+        try:
+            self.helper.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def held(self) -> tuple[int, int]:
+        client = docker_client()
+        rows = client.api.top(self.container_id, ps_args="-o pid").get("Processes") or []
+        pids = [str(int(row[0])) for row in rows]
+        if not pids:
+            return 0, 0  # stopped (restarting)
+        code, output = self.helper.exec_run(["sh", "-c", HELPER_SCRIPT, "sh", *pids])
+        words = output.decode(errors="replace").split()
+        if code != 0 or len(words) != 3 or words[2] != "end" or not (words[0].isdigit() and words[1].isdigit()):
+            raise SandboxError(f"the disk measure failed ({code}): {output[-300:]!r}")
+        return int(words[0]), int(words[1])
+
+    def close(self) -> None:
+        try:
+            self.helper.remove(force=True)
+        except Exception:
+            pass
