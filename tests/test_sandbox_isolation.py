@@ -26,7 +26,6 @@ from codeagent.sandbox import Limits, SandboxError, open_sandbox
 from codeagent.sandbox import prune as prune_module
 from codeagent.sandbox.docker import CAPABILITIES, MOUNT_POINT
 from codeagent.sandbox.engine import docker_client
-from codeagent.sandbox.held import HostView
 from codeagent.sandbox.iodir import io_root
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
@@ -150,9 +149,10 @@ def test_the_disk_cap_counts_files_deleted_while_held_open(repo, view, monkeypat
     Counted from the host's /proc (as root here) or, for a user who may not read root's processes
     or a remote engine, by a helper container in the host's pid namespace."""
     if view == "helper":
+        from codeagent.sandbox.held import HostView
+
         monkeypatch.setattr(HostView, "open", classmethod(lambda cls, container_id: None))
     with open_sandbox(repo, limits=Limits(disk="64m")) as box:
-        assert type(box._disk.view).__name__ == {"host": "HostView", "helper": "HelperView"}[view]
         box.run("echo changed > main.py")
         # each file is held by a background job (it inherits descriptor 3), then deleted at once
         hold = "head -c 25M /dev/zero > {0}; exec 3< {0}; sleep 300 <&3 & exec 3<&-; rm {0}; "
@@ -176,6 +176,7 @@ def test_the_disk_cap_counts_files_deleted_while_held_open(repo, view, monkeypat
         assert "+changed" in box.diff()
         # the helper is out of the sandbox's sight: it cannot be signalled or read from inside
         assert box.run("ps -eo args").output.count("docker-init -- sleep infinity") == 1  # the sandbox's own
+        assert type(box._disk.view).__name__ == {"host": "HostView", "helper": "HelperView"}[view]
 
 
 def test_shared_memory_is_capped(repo):
