@@ -157,7 +157,7 @@ def test_the_disk_cap_counts_files_deleted_while_held_open(repo, view, monkeypat
         # each file is held by a background job (it inherits descriptor 3), then deleted at once
         hold = "head -c 25M /dev/zero > {0}; exec 3< {0}; sleep 300 <&3 & exec 3<&-; rm {0}; "
         result = _run_until(box, "".join(hold.format(f"d{i}") for i in range(3)) + "sleep 1", "Disk cap reached")
-        assert _layer_size(box.container.id) < 2**20  # the engine sees nothing
+        assert _layer_size(box.container.id) <= 26 * 2**20  # the engine sees one file at most (stopped before its rm)
         assert "Disk cap reached" in result and "deleted while still open" in result
         assert _held_deleted(box) == "0"  # the holders were stopped: the blocks are free again
         # background holders made while no command runs are stopped too
