@@ -94,7 +94,7 @@ class DiskWatch:
                 self.view = HelperView(container_id, image, labels)
             except Exception as exc:
                 log.warning("the sandbox's disk cap counts its writable layer only: no helper container could "
-                            "be started to count files deleted while held open (%s)", exc)
+                            "count files deleted while held open (%s)", str(exc)[:300])
         self._busy = 0  # the sandbox's own work (command_started or hold, to settled) is never frozen
         self._running_since: float | None = None
         self._stop = threading.Event()
@@ -105,7 +105,10 @@ class DiskWatch:
         started = time.monotonic()
         rows = docker_client().api.containers(all=True, size=True, filters={"id": self.container_id})
         layer = int(rows[0].get("SizeRw") or 0) if rows else 0
-        self.deleted, mounted = self.view.held() if self.view is not None else (0, 0)
+        try:
+            self.deleted, mounted = self.view.held() if self.view is not None else (0, 0)
+        except Exception:  # the container is restarting: its layer still counts
+            self.deleted, mounted = 0, 0
         self.interval = max(MIN_INTERVAL, 20 * (time.monotonic() - started))
         self.unmeasured = 0.0
         return layer + self.deleted + mounted

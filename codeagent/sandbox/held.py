@@ -129,6 +129,7 @@ class HelperView:
             mem_limit="128m", pids_limit=64, labels=labels, init=True)
         try:
             self.helper.start()
+            self.held()  # the image has the tools (find -printf, awk)
         except BaseException:
             self.close()
             raise
