@@ -41,9 +41,7 @@ class HostView:
             if procs_file is None or pid not in _read_pids(procs_file):
                 return None
             os.listdir(f"/proc/{pid}/fd")  # PermissionError without the right to read them
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        except Exception:  # the engine's errors: the container is going away
+        except Exception:  # no such file or right, an odd answer, or the container is going away
             return None
         return cls(procs_file, [info[key] for key in MOUNTED_FILES if info.get(key)])
 
