@@ -37,6 +37,8 @@ REPOSITORY_MAY_SET: dict[str, Literal["any", "lower"]] = {
     "limits.max_format_errors": "any",
     "limits.command_timeout": "any",
     "limits.max_patch_bytes": "lower",
+    "limits.max_tool_calls": "lower",
+    "limits.max_tool_calls_per_reply": "lower",
     "model.temperature": "any",
     "model.top_p": "any",
     "model.max_tokens": "any",
@@ -105,6 +107,8 @@ class LimitSettings(_Section):
     max_format_errors: Positive = 3  # in a row
     command_timeout: float = Field(300.0, gt=0)
     max_patch_bytes: Positive = 5_000_000  # a bigger final patch is not stored; the run ends as patch_too_large
+    max_tool_calls: Positive = 1000  # in one run (a TUI turn, a resumed run); then it ends as max_tool_calls
+    max_tool_calls_per_reply: Positive = 32  # the reply's further calls are not run (each is told so)
 
 
 class SandboxSettings(_Section):

@@ -12,6 +12,7 @@ class ExitStatus(str, Enum):
     MAX_STEPS = "max_steps"
     MAX_COST = "max_cost"
     MAX_TIME = "max_time"
+    MAX_TOOL_CALLS = "max_tool_calls"
     FORMAT_ERRORS = "format_errors"
     INTERRUPTED = "interrupted"
     MODEL_ERROR = "model_error"
@@ -26,4 +27,4 @@ class ExitStatus(str, Enum):
         return format(self.value, spec)
 
 
-LIMITS = (ExitStatus.MAX_STEPS, ExitStatus.MAX_COST, ExitStatus.MAX_TIME)  # a limit ended the run
+LIMITS = (ExitStatus.MAX_STEPS, ExitStatus.MAX_COST, ExitStatus.MAX_TIME, ExitStatus.MAX_TOOL_CALLS)  # a limit ended the run

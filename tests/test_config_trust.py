@@ -71,6 +71,14 @@ def test_untrusted_repo_may_lower_limits_not_raise_them(repo, user_config):
     assert "ignoring limits.max_steps, limits.max_cost from" in warnings[0]
 
 
+def test_untrusted_repo_may_lower_the_tool_call_caps_not_raise_them(repo, user_config):
+    (repo / ".codeagent.yaml").write_text("limits: {max_tool_calls: 100000, max_tool_calls_per_reply: 4}\n")
+    warnings = []
+    limits = load_config(repo, warn=warnings.append).limits
+    assert (limits.max_tool_calls, limits.max_tool_calls_per_reply) == (1000, 4)
+    assert "ignoring limits.max_tool_calls from" in warnings[0]
+
+
 def test_a_typo_in_the_repo_file_is_still_an_error(repo, user_config):
     (repo / ".codeagent.yaml").write_text("sandbox: {kidn: local}\n")
     with pytest.raises(ConfigError, match=r"\.codeagent\.yaml: sandbox\.kidn: Extra inputs are not permitted"):

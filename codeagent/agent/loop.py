@@ -235,6 +235,8 @@ class Agent:
             raise Stop(ExitStatus.MAX_COST, f"spent ${state.cost:.4f}, the limit is ${limits.max_cost:.2f}")
         if time.monotonic() - started >= limits.max_seconds:
             raise Stop(ExitStatus.MAX_TIME, f"ran for more than {limits.max_seconds:g}s")
+        if state.tool_calls >= limits.max_tool_calls:
+            raise Stop(ExitStatus.MAX_TOOL_CALLS, f"made {state.tool_calls} tool calls, the limit of this run")
 
     def _step(self, state, messages, sampling, context, writer, emit) -> None:
         index = state.steps
@@ -262,10 +264,14 @@ class Agent:
                 limit=limit, native_tools=self.config.model.native_tools)})
         else:
             state.format_errors = 0
-            for call in response.tool_calls:
+            for number, call in enumerate(response.tool_calls, 1):
                 if submitted:  # keep the transcript valid: every call gets an answer
                     new_messages.append(_tool_message(call, "Not run: the solution was already submitted."))
                     continue
+                if skipped := self._over_call_limits(state, number):
+                    new_messages.append(_tool_message(call, skipped))
+                    continue
+                state.tool_calls += 1
                 emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
                 try:
                     result = self._call_tool(call, context)
@@ -304,6 +310,17 @@ class Agent:
             raise Stop(ExitStatus.ANSWERED, "the agent answered; waiting for the user")
         if self._interrupted.is_set():
             raise Stop(ExitStatus.INTERRUPTED, "interrupted by the user")
+
+    def _over_call_limits(self, state: _RunState, number: int) -> str | None:
+        """Why the reply's `number`th call is not run, if it is not: each call costs the host
+        (an edit keeps the file's last version in memory), and a reply may hold any number."""
+        limits = self.config.limits
+        if number > limits.max_tool_calls_per_reply:
+            return (f"Not run: a reply may make at most {limits.max_tool_calls_per_reply} tool calls and this "
+                    f"was call {number}. Make fewer calls per reply.")
+        if state.tool_calls >= limits.max_tool_calls:
+            return f"Not run: the run's limit of {limits.max_tool_calls} tool calls is reached; the run ends."
+        return None
 
     def _call_tool(self, call: ToolCall, context: ToolContext):
         from ..tools.base import ToolResult
@@ -402,6 +419,7 @@ class _RunState:
     steps: int = 0
     cost: float = 0.0
     format_errors: int = 0
+    tool_calls: int = 0  # run in this run (a resumed run counts again from 0)
     edited: bool = False
     patch: str = ""
 
