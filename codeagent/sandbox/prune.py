@@ -17,6 +17,17 @@ def owner_alive(owner: str) -> bool:
     return pid_alive(int(pid))
 
 
+def remove_own() -> int:
+    """Remove the sandbox containers this process made (an interrupted run's leftovers)."""
+    from .docker import owner_label
+
+    client = docker_client()
+    containers = client.containers.list(all=True, filters={"label": [LABEL, f"codeagent.owner={owner_label()}"]})
+    for container in containers:
+        container.remove(force=True)
+    return len(containers)
+
+
 def prune(include_live: bool = False, images: bool = False) -> tuple[int, int]:
     """Remove sandbox containers of dead owners (all, with include_live), their service networks
     and the host-side io directories they leave behind; with `images`, the cached workspace images too."""
