@@ -245,7 +245,7 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     from .models import ModelConfigError, ModelError
     from .run.apply import apply_patch as apply_to_tree
     from .run.printers import JsonPrinter, ProgressPrinter
-    from .run.solve import continue_with_session_model, load_session, preflight, resolve_model, samples_candidates
+    from .run.solve import continue_with_session_model, load_session, resolve_model, samples_candidates
     from .run.solve import solve as run_solve
     from .status import ExitStatus
     from .task import Task
@@ -266,17 +266,16 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     if config.sandbox.kind == "local":
         click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
     events = EventBus(JsonPrinter(deltas=json_deltas) if as_json else ProgressPrinter(compact=samples_candidates(config, resumed)))
-    try:
-        preflight(model)  # before the sandbox: a server that is not there is one line (exit 5)
-    except ModelConfigError:
-        raise
-    except ModelError as error:
-        click.echo(f"error: {visible(str(error))}", err=True)
-        sys.exit(EXIT_MODEL)
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
-    outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up,
-                        answers=True)
+    try:
+        outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up,
+                            answers=True)
+    except ModelConfigError:
+        raise  # exit 3 (_user_errors)
+    except ModelError as error:  # the check before any sandbox (a run's own model errors end the run): a
+        click.echo(f"error: {visible(str(error))}", err=True)  # server that is not there, one line
+        sys.exit(EXIT_MODEL)
     result = outcome.result
     if not as_json:  # exact bytes when piped (`> fix.patch`); on a terminal shown, not obeyed
         if sys.stdout.isatty():
