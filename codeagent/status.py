@@ -8,7 +8,7 @@ from enum import Enum
 
 class ExitStatus(str, Enum):
     SUBMITTED = "submitted"
-    EMPTY_SUBMISSION = "empty_submission"  # the agent submitted, and the patch is empty: it changed nothing
+    EMPTY_SUBMISSION = "empty_submission"  # `solve` (TUI, headless): the agent submitted and changed nothing
     ANSWERED = "answered"  # a user follows (TUI, headless solve) or plan mode: a plain reply ended the turn
     MAX_STEPS = "max_steps"
     MAX_COST = "max_cost"

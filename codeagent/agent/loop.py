@@ -184,7 +184,8 @@ class Agent:
                 patch, too_large = "", str(exc)
             if too_large:  # never store a cut patch: it would apply wrongly
                 patch, status, message = "", ExitStatus.PATCH_TOO_LARGE, f"{too_large} (the run ended as {status})"
-            elif status == ExitStatus.SUBMITTED and not patch.strip():  # "fixed" and "did nothing" differ
+            elif self.interactive and status == ExitStatus.SUBMITTED and not patch.strip():  # for the user (and
+                # CI), "fixed" and "did nothing" differ; a batch's harness grades the empty patch as it is
                 status, message = ExitStatus.EMPTY_SUBMISSION, "the agent submitted without changing any file"
             seconds = time.monotonic() - started
             writer.update(patch=patch, exit_status=status, exit_message=message, wall_seconds=seconds)
