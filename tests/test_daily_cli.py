@@ -132,8 +132,9 @@ def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypat
     monkeypatch.setenv("CODEAGENT_CONFIG", str(tmp_path / "none.yaml"))
     repo = make_repo({"app.py": "print('hello')\n"})
     with TrajectoryStore(tmp_path / "trajs").create(task={"repo": str(repo), "problem_statement": ISSUE},
-                                                    model="hosted_vllm/qwen", api_base="http://gpu:8000/v1") as w:
-        session = w.id
+                                                    model="hosted_vllm/qwen",
+                                                    config={"model": {"api_base": "http://gpu:8000/v1"}}) as w:
+        session = w.id  # a record of before `api_base` was kept at the top: its config says
     opened = {}
     monkeypatch.setattr("codeagent.tui.run_tui", lambda config, model, **options: opened.update(
         model=model, resume=options["resume"]) or 0)
