@@ -239,3 +239,31 @@ def test_an_empty_submission_has_its_own_exit_code_and_the_issue_comes_on_stdin(
     assert proc.returncode == 6, proc.stderr
     finished = json.loads(proc.stdout.splitlines()[-1])
     assert (finished["kind"], finished["exit_status"], finished["patch"]) == ("finished", "empty_submission", "")
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_an_interrupt_in_the_tui_stops_the_whole_command_line(make_repo, tmp_path):
+    """The TUI's Ctrl-C (Agent.interrupt from the screen's thread) stops `sleep 40; echo woke` as a whole;
+    the next command gets a new shell in the last working directory, with the exported variables."""
+    from tests.test_tui_session import Recorder, call, make_session
+
+    recorder = Recorder()
+    turns = [call("bash", command="mkdir sub && cd sub && export KEEP=kept"),
+             call("bash", command="sleep 40; echo woke > woke.txt")]
+    session, _ = make_session(make_repo({"app.py": "print('hello')\n"}), turns, tmp_path, recorder, mode="full-auto")
+    try:
+        session.submit(ISSUE)
+        deadline = time.monotonic() + 120
+        while recorder.kinds().count("tool_called") < 2:
+            assert time.monotonic() < deadline, recorder.kinds()
+            time.sleep(0.05)
+        time.sleep(1.5)
+        session.interrupt()
+        assert session.wait_idle(60) and session.last_status == "interrupted"
+        time.sleep(1)  # what a shell left running would do next, it has done by now
+        after = session.sandbox.run("echo $KEEP; pwd; ls", timeout=30).output.split()
+    finally:
+        session.close()
+    assert after == ["kept", "/testbed/sub"], after  # no woke.txt
+    [observation] = [event for event in recorder.events if event.kind == "observation"][1:]
+    assert observation.interrupted and "woke" not in observation.output
