@@ -8,7 +8,8 @@ from enum import Enum
 
 class ExitStatus(str, Enum):
     SUBMITTED = "submitted"
-    ANSWERED = "answered"  # interactive or plan mode: a plain-text reply ended the turn; the user answers next
+    EMPTY_SUBMISSION = "empty_submission"  # `solve` (TUI, headless): the agent submitted and changed nothing
+    ANSWERED = "answered"  # a user follows (TUI, headless solve) or plan mode: a plain reply ended the turn
     MAX_STEPS = "max_steps"
     MAX_COST = "max_cost"
     MAX_TIME = "max_time"

@@ -195,10 +195,10 @@ def test_in_a_tui_session_mcp_calls_are_approved_like_commands_and_a_failed_serv
     session = Session(config, model, repo=str(repo), mode="auto-edit", store=TrajectoryStore(tmp_path / "t"),
                       ask=ask, emit=events.append)
     try:
-        session.submit("shout")
-        assert session.wait_idle(90) and session.last_status == "submitted"
+        session.submit("shout")  # MCP calls change no file: a TUI session's submit is then empty_submission
+        assert session.wait_idle(90) and session.last_status == "empty_submission"
         assert session.submit("once more") == "continued"
-        assert session.wait_idle(90) and session.last_status == "submitted"
+        assert session.wait_idle(90) and session.last_status == "empty_submission"
     finally:
         session.close()
     assert [request.title for request in requests] == ["Call the mcp__notes__shout tool?"]  # then always allowed

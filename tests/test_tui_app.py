@@ -195,7 +195,8 @@ async def test_errors_resizes_and_commands_do_not_crash_the_app(make_repo, tmp_p
         await pilot.pause(0.1)
         assert session.mode == "full-auto" and "Unknown command /nonsense" in screen_text(app)
         await send(pilot, "Try again.")
-        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the retry")
+        await until(pilot, lambda: session.last_status == "empty_submission" and not session.busy,
+                    what="the retry (a bare submit: it changed nothing)")
         await quit_app(pilot, session)
 
 

@@ -86,7 +86,7 @@ class Agent:
         self._deadline = float("inf")  # time.monotonic() at which the running run's max_seconds are up
         self._instructions = ""  # the repository's AGENTS.md files (instructions.py), for the system prompt
         self.mode = config.agent.mode  # plan: read-only tools only (modes.py); the TUI switches it between steps
-        self.interactive = False  # a user answers: a plain-text reply ends the run as `answered`, not a format error
+        self.interactive = False  # a user answers (TUI, headless solve): a plain reply ends the run as `answered`
         self._hooks = Hooks(config.hooks, warn=self.warn)
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
@@ -136,12 +136,15 @@ class Agent:
             if instance_prompt is not None:
                 messages[-1] = {"role": "user", "content": instance_prompt}
             writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.recorded(),
-                                       model=self.model.name, sampling=sampling.model_dump(exclude_none=True),
+                                       model=self.model.name, api_base=_api_base(self.model),
+                                       sampling=sampling.model_dump(exclude_none=True),
                                        tools=self.tools.specs(), messages=messages, group_id=group_id,
                                        candidate_index=candidate_index, on_error=self.warn)
         else:
             messages = list(resume.messages)
             writer = self.store.open(resume.id, on_error=self.warn)
+            if (resume.model, resume.model_api_base or "") != (self.model.name, _api_base(self.model)):
+                writer.update(model=self.model.name, api_base=_api_base(self.model))  # /model: resume goes on with it
         if follow_up:
             self.inbox.put(follow_up)
         run_id = writer.id
@@ -182,6 +185,9 @@ class Agent:
                 patch, too_large = "", str(exc)
             if too_large:  # never store a cut patch: it would apply wrongly
                 patch, status, message = "", ExitStatus.PATCH_TOO_LARGE, f"{too_large} (the run ended as {status})"
+            elif self.interactive and status == ExitStatus.SUBMITTED and not patch.strip():  # for the user (and
+                # CI), "fixed" and "did nothing" differ; a batch's harness grades the empty patch as it is
+                status, message = ExitStatus.EMPTY_SUBMISSION, "the agent submitted without changing any file"
             seconds = time.monotonic() - started
             writer.update(patch=patch, exit_status=status, exit_message=message, wall_seconds=seconds)
             writer.close()
@@ -248,14 +254,14 @@ class Agent:
             response = self._complete(messages, sampling)
         model_seconds = time.monotonic() - model_started
         state.cost += response.usage.cost or 0.0
+        answered = (self.interactive or self.mode == PLAN) and not response.format_error and not response.tool_calls
+        error = None if answered else response.format_error or (None if response.tool_calls else "the reply has no tool call")
         emit(ModelOutput(step=index, text=response.content,
                          tool_calls=[call.model_dump() for call in response.tool_calls],
-                         format_error=response.format_error, cost=response.usage.cost,
+                         format_error=error, cost=response.usage.cost,
                          prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens))
         new_messages = [response.to_message()]
         tool_stats, tool_seconds, submitted = [], 0.0, False
-        answered = (self.interactive or self.mode == PLAN) and not response.format_error and not response.tool_calls
-        error = None if answered else response.format_error or (None if response.tool_calls else "the reply has no tool call")
         if error:
             state.format_errors += 1
             limit = self.config.limits.max_format_errors
@@ -422,6 +428,12 @@ class _RunState:
     tool_calls: int = 0  # run in this run (a resumed run counts again from 0)
     edited: bool = False
     patch: str = ""
+
+
+def _api_base(model: Model) -> str:
+    """The model's server as a session keeps it ("" for a provider's own); never a key."""
+    value = getattr(model, "api_base", None)
+    return value if isinstance(value, str) else ""
 
 
 def _tool_message(call, content: str) -> dict:

@@ -86,11 +86,15 @@ def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
     )
 
 
-def preflight(model: Model) -> None:
+def preflight(model: Model, paid: bool = False) -> None:
     """Raise ModelConfigError if the model cannot be used as configured (e.g. its API key is not
-    set): asked before any sandbox is built, not found out after."""
-    check = getattr(model, "check", None)
-    if callable(check):
+    set, a server does not serve it), ModelUnavailable if its server is not there: asked before any
+    sandbox is built, not found out after. `paid`: also one cheap completion for a model with no
+    api_base (`/model` asks it; a run does not pay for it)."""
+    probe, check = getattr(model, "probe", None), getattr(model, "check", None)
+    if callable(probe):
+        probe(paid=paid)  # the configuration's check included
+    elif callable(check):
         check()
 
 
@@ -118,10 +122,12 @@ def samples_candidates(config: Config, resume: Trajectory | None = None) -> bool
 
 def solve(task: Task, config: Config, model: Model, events: EventBus | None = None, *, replay: bool = False,
           resume: Trajectory | None = None, follow_up: str | None = None,
-          sandbox_factory: SandboxFactory | None = None, localize: bool = True) -> SolveOutcome:
+          sandbox_factory: SandboxFactory | None = None, localize: bool = True,
+          answers: bool = False) -> SolveOutcome:
     """Solve the task: one agent run, or config.scaling.candidates runs verified and one selected.
     `sandbox_factory` opens each sandbox (default: from config.sandbox on the task's repository);
-    with candidates, through a warm pool of it."""
+    with candidates, through a warm pool of it. `answers`: someone reads the reply (`solve`, not a
+    batch): one run's plain reply without a tool call is an answer (`answered`), not a format error."""
     events = events or EventBus()
     if sandbox_factory is None:
         snap, options = snapshot(task.repo, task.base_commit), sandbox_options(config.sandbox)
@@ -135,14 +141,16 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
             return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
-                      follow_up=follow_up, localization=hint)
+                      follow_up=follow_up, localization=hint, answers=answers)
 
 
 def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandbox_factory: SandboxFactory, *,
-               replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str) -> SolveOutcome:
+               replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str,
+               answers: bool = False) -> SolveOutcome:
     """One agent run in a new sandbox; with `resume`, that session continues: its patch is applied
     in the new sandbox first and `follow_up` is the next user turn."""
     agent = Agent(model, config, events=events)
+    agent.interactive = answers
     with sandbox_factory() as sandbox:
         if resume is not None:
             restore_patch(sandbox, resume.patch or "")
@@ -150,6 +158,18 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
                            follow_up=follow_up)
     patch_file, moved = keep_patch(Path(result.trajectory_path).with_suffix(".patch"), result.patch)
     return SolveOutcome(result, patch_file, patch_moved=moved)
+
+
+def continue_with_session_model(config: Config, session: Trajectory, flags: dict) -> None:
+    """A resumed session goes on with its own model at its own server (kept in its trajectory), unless
+    the flags (`flag_overrides`) name others: a model alone takes the configured server with it, a
+    server alone moves the session's model there. A recording (replay:) is not continued."""
+    given = flags.get("model") or {}
+    if not session.model or session.model.startswith("replay:") or "name" in given:
+        return
+    config.model.name = session.model
+    if "api_base" not in given:
+        config.model.api_base = session.model_api_base
 
 
 def load_session(config: Config, session: str, repo: str) -> Trajectory:

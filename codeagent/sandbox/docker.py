@@ -440,9 +440,8 @@ class DockerSandbox:
                 raise OSError(f"could not write {path} in the sandbox: {result.output.strip()[-500:]}")
 
     def interrupt(self) -> None:
-        """Kill the command running in the shell (from another thread), as Ctrl-C would."""
-        if self.shell.pid:
-            self._kill_children(self.shell.pid)
+        """Stop the command running in the shell (from another thread), as a whole (ShellSession.interrupt)."""
+        self.shell.interrupt()
 
     def list_dir(self, path: str = ".") -> list[FileEntry]:
         with self._held():
@@ -513,13 +512,14 @@ class DockerSandbox:
             self._disk.idle_tripped = False
             self._unfreeze_and_recover()
 
-    def _kill_children(self, pid: int) -> bool:
-        """Kill the shell's process tree; False (so the caller resets the whole container) when
-        the pids limit is nearly spent: orphaned runaways, like a fork bomb's, are not in it."""
+    def _kill_children(self, pid: int, itself: bool = False) -> bool:
+        """Kill the shell's process tree (`itself`: the shell too); False (so the caller resets the whole
+        container) when the pids limit is nearly spent: orphaned runaways, like a fork bomb's, are not in it."""
         try:
             if self._processes() >= PIDS_NEAR_LIMIT * self.limits.pids:
                 return False
-            code, _ = self.container.exec_run(["sh", "-c", KILL_TREE_SCRIPT, "sh", str(pid)])
+            code, _ = self.container.exec_run(["sh", "-c", KILL_TREE_SCRIPT, "sh", str(pid),
+                                               "itself" if itself else ""])
             return code == 0
         except Exception:
             return False

@@ -54,6 +54,17 @@ def judge(labels: dict[str, str]) -> Verdict:
     return "alive" if owner_alive(owner) else "dead"
 
 
+def remove_own() -> int:
+    """Remove the sandbox containers this process made (an interrupted run's leftovers)."""
+    from .docker import owner_label
+
+    client = docker_client()
+    containers = client.containers.list(all=True, filters={"label": [LABEL, f"codeagent.owner={owner_label()}"]})
+    for container in containers:
+        container.remove(force=True)
+    return len(containers)
+
+
 def prune(include_live: bool = False, images: bool = False) -> Pruned:
     """Remove what killed processes left (their helpers, such as a local Ray, first; their folders:
     io dirs, navigation mirrors, grading scratch), the sandbox containers of dead owners of this host

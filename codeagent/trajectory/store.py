@@ -38,7 +38,7 @@ DEFAULT_DIR_ENV = "CODEAGENT_TRAJECTORY_DIR"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 # Header fields; steps, updates and later records fill in the rest.
 HEADER_FIELDS = (
-    "schema_version", "id", "created", "task", "config", "model", "sampling", "tools",
+    "schema_version", "id", "created", "task", "config", "model", "api_base", "sampling", "tools",
     "messages", "group_id", "candidate_index",
 )
 

@@ -22,7 +22,7 @@ MIN_SUMMARY = 12
 TITLE_INSET = 4  # the title's padding and its ▶
 LEVEL_STYLES = {"info": "dim", "success": "green", "warning": "yellow", "error": "bold red"}
 STATUS_ICONS = {ExitStatus.SUBMITTED: ("✓", "green"), ExitStatus.INTERRUPTED: ("■", "yellow"),
-                ExitStatus.ANSWERED: ("●", "cyan")}
+                ExitStatus.ANSWERED: ("●", "cyan"), ExitStatus.EMPTY_SUBMISSION: ("○", "yellow")}
 
 
 def describe_call(tool: str, arguments: dict[str, Any]) -> str:
@@ -82,6 +82,8 @@ def advice(event: Finished) -> str:
     status = event.exit_status
     if status == ExitStatus.SUBMITTED:
         return "Review the patch with /diff, apply it to your working tree with /apply, or type a follow-up."
+    if status == ExitStatus.EMPTY_SUBMISSION:
+        return "The agent submitted without changing any file. Type a follow-up to say what to change."
     if status == ExitStatus.ANSWERED:
         return "Type a reply to continue the conversation (/plan switches plan mode)."
     if status == ExitStatus.INTERRUPTED:
