@@ -84,6 +84,8 @@ class GradeReport(BaseModel):
     failing_in_log: int = 0  # FAILED or ERROR entries anywhere in the log
     status_conflicts: list[str] = []  # listed tests the log reports with differing statuses (the last counts)
     masked_failures: list[str] = []  # listed tests that pass, whose id the log also reports FAILED or ERROR
+    guard: str = ""  # "pytest": the log was checked against codeagent's pytest plugin (guard.py)
+    tamper_evidence: list[str] = []  # where the log and what the guard saw disagree (never resolved then)
 
     @computed_field
     @property

@@ -214,10 +214,12 @@ def reasons(report: dict) -> list[str]:
     """Why a graded report cannot count for rewards and verifier scores: the test infrastructure
     the patch touches, and the listed tests that pass although the log also reports them failing
     (`masked_failures`, see grading.py: a patch that prints a fake PASSED line after the real
-    FAILED one passes by SWE-bench's last-line rule). Empty: nothing to distrust."""
+    FAILED one passes by SWE-bench's last-line rule), and where the log and codeagent's pytest
+    plugin disagree (`tamper_evidence`, see guard.py). Empty: nothing to distrust."""
     flags = report.get("test_infrastructure") or {}
     found = [f"{path} ({flags.get(path, 'test infrastructure')})" for path in report.get("touches_test_infrastructure") or []]
     found += [f"{test} (reported failing, then passing)" for test in report.get("masked_failures") or []]
+    found += [f"tamper evidence: {item}" for item in report.get("tamper_evidence") or []]
     return found
 
 
