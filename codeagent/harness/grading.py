@@ -14,8 +14,9 @@ The rule, in the order it is applied:
    code (None) skips this check. This catches fake passes printed over a failing run; it cannot
    catch a patch that also prints a fake failure: such a patch must run code during the tests
    (a conftest.py, a startup hook, an import-time print), and the harness flags patches that touch
-   test infrastructure (`integrity.py`); the harness also cuts the output with per-run markers a
-   patch cannot forge. A test reported several times takes its last status, as in SWE-bench (see
+   test infrastructure (`integrity.py`), and checks a pytest run against what its own plugin saw
+   (`guard.py`: a log that does not match is unresolved, `tamper_evidence`); the harness also cuts
+   the output with per-run markers a patch cannot forge. A test reported several times takes its last status, as in SWE-bench (see
    log_parsers.py); the listed tests reported with differing statuses are named in the report
    (`status_conflicts`), and those that pass although the log also reports them failing
    (`masked_failures`: a fake `PASSED` line after the real `FAILED` one, or a junk id such as

@@ -20,6 +20,8 @@ pytest (`guarded()`):
    seen to run by the plugin with an outcome that allows that status: PASSED needs its setup and
    call to have raised nothing; SKIPPED a skip (or an xfail) in setup or call; XFAIL an xfail, or a
    failure of a test marked xfail. A failure the log reports is not checked: it never resolves.
+   A listed id that is no node id (no `::`: junk some SWE-bench lists hold, such as pytest-5227's
+   `[100%]`, which pytester output prints) names no test the plugin could see: it is not checked.
 
 Any evidence makes the grade unresolved and is named in the report (`tamper_evidence`); rewards
 and the regression verifier score it 0 (integrity.reasons). Honest runs give no evidence: the
@@ -149,6 +151,8 @@ def evidence(records: dict[str, Any], log_parser: str, log: str, listed: list[st
         for key in parse_log(log_parser, f"PASSED {test_id}"):  # spelled as the parser spells the log's ids
             seen[key] = phases
     for test in dict.fromkeys(listed):
+        if "::" not in test:
+            continue  # not a node id: junk of some SWE-bench lists (pytest-5227's `[100%]`), which no test is
         keys = _keys(statuses, test)
         status = statuses[keys[-1]] if keys else None
         if status not in PASSING_STATUSES:

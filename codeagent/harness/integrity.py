@@ -9,7 +9,8 @@ only resets the files the test patch touches), and a policy trained on that verd
 report shows them (`touches_test_infrastructure`, `test_infrastructure`), the official verdict is
 left as it is, and rewards and the regression verifier score a flagged patch 0 unless configured
 to allow it (`rewards.test_infrastructure`, `score_candidates(test_infrastructure=...)`); so do
-they a grade with `masked_failures` (a listed test reported failing, then passing: `reasons()`).
+they a grade with `masked_failures` (a listed test reported failing, then passing: `reasons()`),
+or with `tamper_evidence` (a pytest log that does not match what codeagent's plugin saw: guard.py).
 
 What counts is the data below, in one place. A path counts when:
 - its last component is one of NAMES (conftest.py, pytest/tox/nox settings files), or it has a

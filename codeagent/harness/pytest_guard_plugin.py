@@ -21,7 +21,6 @@ they would see without it, and pytest runs they start do not load it.
 
 import hashlib
 import hmac
-import builtins  # noqa: F401 (watched below, by module name)
 import json
 import os
 import sys
