@@ -34,7 +34,10 @@ Not covered: runners other than pytest (Django's runtests.py, SymPy's bin/test),
 reach pytest through another program (tox, a shell script); such runs are graded as before. The
 plugin lives in the process it watches: code written against codeagent's plugin by name can still
 defeat it, and code that changes what a test checks (not a watched function) is a fix as far as any
-runner can tell.
+runner can tell. The key is on disk from just before the test command until pytest loads the plugin:
+a process already running then could read it, which in a fresh grading container means only one the
+test command itself started (a `pre_test` step that runs the patch's code); in the rollout's own
+sandbox (`rollout.grader: sandbox`) processes the model left behind run too (issue 21, item 7).
 """
 
 from __future__ import annotations
