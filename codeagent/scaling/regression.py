@@ -15,9 +15,10 @@ For a task in SWE-bench format with an environment spec:
    most candidates break are left out of the scores (consensus.py).
 4. A patch that touches test infrastructure (a conftest.py, test settings, the test files run,
    test files in general: harness/integrity.py), or whose run passes a test the log also reports
-   failing, or whose log does not match what codeagent's pytest plugin saw (harness/guard.py),
-   scores 0, outcome `test_infrastructure`, unless `test_infrastructure="allow"`: its tests may
-   pass because of what it changed in them.
+   failing, scores 0, outcome `test_infrastructure`, unless `test_infrastructure="allow"`: its
+   tests may pass because of what it changed in them. A run whose log does not match what
+   codeagent's pytest plugin saw (harness/guard.py) scores 0 whatever the policy: no status in
+   that log can be trusted.
 
 Results can be cached on disk (`cache_dir`): the baseline per task, each candidate's run per patch.
 """
@@ -210,6 +211,8 @@ def run_candidate(task: Task, suite: RegressionSuite, patch: str, *, cache_dir: 
         report.update(score=0.0, passed=0, broken=[], reason="the tests timed out")
     elif not run.get("consistent", True):  # the runner aborted, or the log does not match the run
         report.update(outcome="aborted", score=0.0, passed=0, broken=[], reason=run.get("reason"))
+    elif run.get("tamper_evidence"):  # the log does not match what the guard saw: no status in it counts
+        report.update(outcome="tamper_evidence", score=0.0, passed=0, broken=[], reason=run.get("reason"))
     else:
         passed = len(run.get("passed") or [])
         broken = list(run.get("failed") or [])
