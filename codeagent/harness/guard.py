@@ -50,11 +50,10 @@ import secrets
 from importlib import resources
 from typing import Any
 
-from .grading import GradeReport, Outcome, _keys
+from .grading import PYTEST_PARSERS, GradeReport, Outcome, _keys
 from .log_parsers import parse_log
 
 PLUGIN = "codeagent_guard"
-PYTEST_PARSERS = frozenset({"pytest", "pytest_options", "pytest_v2", "matplotlib", "seaborn"})
 _RUNS_PYTEST = re.compile(r"(?<![\w.-])(?:py\.test|pytest)(?![\w.-])")
 MAX_RECORD_BYTES = 64 * 2**20
 PASSING_STATUSES = frozenset({"PASSED", "XFAIL", "SKIPPED"})
@@ -149,10 +148,10 @@ def evidence(records: dict[str, Any], log_parser: str, log: str, listed: list[st
     if records.get("replaced"):
         found.append("pytest internals replaced during the run: " + ", ".join(records["replaced"][:10]))
     statuses = parse_log(log_parser, log)
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, list[dict[str, Any]]] = {}  # several node ids may read as one (a parameter cut at a space)
     for test_id, phases in records.get("tests", {}).items():
         for key in parse_log(log_parser, f"PASSED {test_id}"):  # spelled as the parser spells the log's ids
-            seen[key] = phases
+            seen.setdefault(key, []).append(phases)
     for test in dict.fromkeys(listed):
         if "::" not in test:
             continue  # not a node id: junk of some SWE-bench lists (pytest-5227's `[100%]`), which no test is
@@ -160,11 +159,12 @@ def evidence(records: dict[str, Any], log_parser: str, log: str, listed: list[st
         status = statuses[keys[-1]] if keys else None
         if status not in PASSING_STATUSES:
             continue
-        phases = seen.get(keys[-1])
-        if phases is None or "setup" not in phases:
+        runs = [phases for phases in seen.get(keys[-1], []) if "setup" in phases]
+        if not runs:
             found.append(f"{test}: the log says {status}, the guard did not see it run")
-        elif status not in allowed(phases):
-            saw = ", ".join(f"{when} {phases[when]}" for when in ("setup", "call") if when in phases)
+        elif not any(status in allowed(phases) for phases in runs):
+            saw = "; ".join(", ".join(f"{when} {phases[when]}" for when in ("setup", "call") if when in phases)
+                            for phases in runs)
             found.append(f"{test}: the log says {status}, the guard saw {saw}")
     return found
 
