@@ -238,6 +238,7 @@ def summarize(reports: list[dict], extra: dict[str, Any] | None = None) -> dict[
             "python_fallbacks": sorted(r["instance_id"] for r in reports if r.get("python_fallback")),
             "touches_test_infrastructure": sorted(r["instance_id"] for r in reports
                                                   if r.get("touches_test_infrastructure")),
+            "tamper_evidence": sorted(r["instance_id"] for r in reports if r.get("tamper_evidence")),
             "tried_network": sorted(r["instance_id"] for r in reports if (r.get("network") or {}).get("tried_network")),
             **(extra or {})}
 

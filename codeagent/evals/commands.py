@@ -385,6 +385,9 @@ def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str]
     if summary.get("touches_test_infrastructure"):
         _console().print(visible(f"patches touching test infrastructure (scored 0 as rewards): "
                                  f"{', '.join(summary['touches_test_infrastructure'])}"), markup=False, highlight=False)
+    if summary.get("tamper_evidence"):
+        _console().print(visible(f"test logs that do not match the run codeagent's pytest guard saw (unresolved, "
+                                 f"scored 0): {', '.join(summary['tamper_evidence'])}"), markup=False, highlight=False)
     if "scaling" in summary:
         scaling = summary["scaling"]
         _console().print(f"Pass@1 {scaling['pass_at_1']:.2%} · Pass@N {scaling['pass_at_n']}/{summary['instances']} · "
