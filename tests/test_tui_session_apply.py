@@ -34,30 +34,41 @@ def apply(session, recorder):
     return [e for e in recorder.events if type(e).__name__ == "Notice"][-1]
 
 
-def test_apply_after_follow_ups_and_after_a_commit(make_repo, tmp_path):
+def test_apply_after_a_follow_up(make_repo, tmp_path):
     repo = make_repo(FILES)
     turns = [fix_add(), call("submit"),
-             call("editor", command="insert", path="calc.py", insert_line=0, new_str="# calculator"), call("submit"),
-             call("editor", command="str_replace", path="README.md", old_str="calc", new_str="calc, fixed"),
-             call("submit")]
+             call("editor", command="insert", path="calc.py", insert_line=0, new_str="# calculator"), call("submit")]
     session, recorder = open_session(repo, turns, tmp_path)
     try:
         turn(session, "add() subtracts")
         first = apply(session, recorder)
         assert first.level == "success", first.text
         assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
-
         turn(session, "Add a header comment.")  # the applied fix is not "uncommitted changes" of the user's
         second = apply(session, recorder)
         assert second.level == "success" and "calc.py" in second.text, second.text
         assert (repo / "calc.py").read_text() == "# calculator\ndef add(a, b):\n    return a + b\n"
+        again = apply(session, recorder)
+        assert again.level == "success" and "already hold the patch" in again.text
+    finally:
+        session.close()
 
-        git(repo, "commit", "-qam", "the agent's fix")  # committed: the patch still applies (what changed since)
+
+def test_apply_after_the_applied_change_was_committed(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    turns = [fix_add(), call("submit"),
+             call("editor", command="str_replace", path="README.md", old_str="calc", new_str="calc, fixed"),
+             call("submit")]
+    session, recorder = open_session(repo, turns, tmp_path)
+    try:
+        turn(session, "add() subtracts")
+        assert apply(session, recorder).level == "success"
+        git(repo, "commit", "-qam", "the agent's fix")  # committed: what changed since still applies
         turn(session, "Say it is fixed in the README.")
         third = apply(session, recorder)
         assert third.level == "success" and "README.md" in third.text, third.text
         assert (repo / "README.md").read_text() == "calc, fixed\n"
-        assert (repo / "calc.py").read_text() == "# calculator\ndef add(a, b):\n    return a + b\n"
+        assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
         assert git(repo, "status", "--porcelain") == " M README.md\n"
     finally:
         session.close()

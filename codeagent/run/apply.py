@@ -91,13 +91,15 @@ def _apply(repo: Path, patch: str, base: RepoSnapshot | None, applied: str | Non
         if refused:
             return ApplyOutcome(False, "not applied: the patch " + "; ".join(refused))
         files = sorted(paths | {change.path for change in reverted})
-        return _write(git, root, shown, files, before, target, scratch)
+        return _write(git, shown, files, (start, before), target, scratch)
 
 
-def _write(git: _Git, root: Path, shown: str, files: list[str], before: str, target: str,
+def _write(git: _Git, shown: str, files: list[str], clean: tuple[str, str], target: str,
            scratch: Path) -> ApplyOutcome:
-    """Bring `files` from how codeagent left them (`before`) to `target`, keeping the user's edits
-    since (a three-way merge per file); all or nothing, through `git apply`."""
+    """Bring `files` to `target`. A file as the run started from it or as codeagent last wrote it
+    (the trees `clean`) takes the patch's version; one the user changed since is merged three-way
+    from codeagent's last version. All or nothing, through `git apply`."""
+    start, before = clean
     index = {"GIT_INDEX_FILE": str(scratch / "current")}
     git.run("read-tree", before, env=index)
     listed = "\0".join(files) + "\0"
@@ -105,13 +107,13 @@ def _write(git: _Git, root: Path, shown: str, files: list[str], before: str, tar
     if now.returncode != 0:
         return ApplyOutcome(False, f"not applied: could not read your files: {_text(now.stderr)}")
     current = _text(git.run("write-tree", env=index).stdout)
-    then, wanted, have = (_entries(git, tree, files) for tree in (before, target, current))
+    first, then, wanted, have = (_entries(git, tree, files) for tree in (start, before, target, current))
     updates, merged, conflicts = [], [], []
     for path in files:
         mine, expected, goal = have.get(path), then.get(path), wanted.get(path)
         if mine == goal:
             continue
-        if mine == expected:
+        if mine in (expected, first.get(path)):
             updates.append((path, goal))
             continue
         result = _merge(git, mine, expected, goal, scratch)
