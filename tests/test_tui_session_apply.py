@@ -49,7 +49,7 @@ def test_apply_after_a_follow_up(make_repo, tmp_path):
         assert second.level == "success" and "calc.py" in second.text, second.text
         assert (repo / "calc.py").read_text() == "# calculator\ndef add(a, b):\n    return a + b\n"
         again = apply(session, recorder)
-        assert again.level == "success" and "already hold the patch" in again.text
+        assert again.level == "success" and "nothing to apply" in again.text
     finally:
         session.close()
 

@@ -119,7 +119,7 @@ def _write(git: _Git, shown: str, files: list[str], clean: tuple[str, str], targ
         result = _merge(git, mine, expected, goal, scratch)
         if result is None:
             conflicts.append(path)
-        else:
+        elif result != mine:  # equal: the patch did not change it since, your version stays
             updates.append((path, result))
             merged.append(path)
     if conflicts:
@@ -127,6 +127,9 @@ def _write(git: _Git, shown: str, files: list[str], clean: tuple[str, str], targ
                                    f"conflicts with (a three-way merge failed): {', '.join(conflicts)}. Commit or "
                                    "stash them, then apply the patch file.")
     if not updates:
+        if start != before:
+            return ApplyOutcome(True, f"nothing to apply to {shown}: the patch has not changed since codeagent's "
+                                      "last apply there (your edits since are kept)")
         return ApplyOutcome(True, f"nothing to apply to {shown}: its files already hold the patch")
     lines = "".join(f"{entry[0]} {entry[1]}\t{path}\0" if entry else f"0 {'0' * 40}\t{path}\0"
                     for path, entry in updates)

@@ -43,11 +43,10 @@ class WorkingTree:
     skipped: tuple[str, ...]  # untracked files left out for their size
 
 
-def store_for(top: str | Path, objects: Path | None) -> Path:
-    """codeagent's object store for one working tree (created on first use): a bare repository
-    whose alternates name the user's `objects` (None outside git)."""
+def open_store(store: Path, top: str | Path, objects: Path | None) -> Path:
+    """codeagent's object store `store` for the working tree at `top` (created on first use): a
+    bare repository whose alternates name the user's `objects` (None outside git)."""
     top = Path(top).resolve()
-    store = store_path(top)
     if not (store / "objects").is_dir():
         store.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=store.parent))
@@ -69,17 +68,17 @@ def store_for(top: str | Path, objects: Path | None) -> Path:
     return store
 
 
-def store_path(top: Path) -> Path:
-    from .workspace import cache_dir
-
-    return cache_dir() / "working-trees" / (hashlib.sha256(str(Path(top).resolve()).encode()).hexdigest()[:20] + ".git")
+def store_name(top: Path) -> str:
+    return hashlib.sha256(str(Path(top).resolve()).encode()).hexdigest()[:20] + ".git"
 
 
-def snapshot_working_tree(top: Path, git_dir: Path | None) -> tuple[Path, WorkingTree]:
+def snapshot_working_tree(top: Path, git_dir: Path | None, store: Path,
+                          debris: tuple[str, ...] = ()) -> tuple[Path, WorkingTree]:
     """The working tree at `top` (its repository's git dir, or None outside git) as a commit in
-    codeagent's store for it. Returns the store and what was taken."""
-    objects = _common_dir(top) / "objects" if git_dir is not None else None
-    store = store_for(top, objects)
+    codeagent's store for it (`debris`: patterns left out of a folder outside git). Returns the
+    store and what was taken."""
+    objects = common_objects(top) if git_dir is not None else None
+    store = open_store(store, top, objects)
     with tempfile.TemporaryDirectory(prefix="codeagent-snapshot-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_OBJECT_DIRECTORY": str(store / "objects"),
                "GIT_LITERAL_PATHSPECS": "1"}
@@ -94,10 +93,8 @@ def snapshot_working_tree(top: Path, git_dir: Path | None) -> tuple[Path, Workin
             elif base:
                 _out(git + ["read-tree", base], env)
         else:
-            from .workspace import IGNORED_DEBRIS
-
             (store / "info").mkdir(exist_ok=True)
-            (store / "info" / "exclude").write_text("\n".join(IGNORED_DEBRIS) + "\n")  # build debris, as in a sandbox
+            (store / "info" / "exclude").write_text("\n".join(debris) + "\n")  # build debris, as in a sandbox
             git = ["git", *SAFE_OPTIONS, "--git-dir", str(store), "--work-tree", str(top), "-C", str(top)]
             base = None
         listed = _out(git + ["ls-files", "-z", "--others", "--exclude-standard"], env).split("\0")
@@ -155,9 +152,10 @@ def note(snap_source: str, taken: WorkingTree) -> str:
             f"(uncommitted edits included; base {taken.base[:10]}){skipped}")
 
 
-def _common_dir(top: Path) -> Path:
+def common_objects(top: Path) -> Path:
+    """The object directory of the repository at `top` (a linked worktree's: the main one's)."""
     common = Path(_out(["git", "-C", str(top), "rev-parse", "--git-common-dir"]).strip())
-    return common if common.is_absolute() else top / common
+    return (common if common.is_absolute() else top / common) / "objects"
 
 
 def _head(git: list[str]) -> str | None:

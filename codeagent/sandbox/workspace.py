@@ -22,8 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import WorkspaceError
-from .working_tree import (WorkingTree, describe, is_working_tree_commit, note, snapshot_working_tree, store_for,
-                           store_path)
+from .working_tree import (
+    WorkingTree,
+    common_objects,
+    describe,
+    is_working_tree_commit,
+    note,
+    open_store,
+    snapshot_working_tree,
+    store_name,
+)
 
 BASE_TAG = "codeagent-base"
 URL_PATTERN = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
@@ -98,7 +106,7 @@ def snapshot(source: str | os.PathLike, commit: str | None = None, *, working_tr
         location = _local_dir(source)
         git_dir, top = _local_git_dir(location)
         if working_tree and commit is None and top is not None:
-            store, taken = snapshot_working_tree(top, git_dir)
+            store, taken = snapshot_working_tree(top, git_dir, _store_path(top), IGNORED_DEBRIS)
             return RepoSnapshot(git_dir=store, commit=taken.commit, tree=taken.tree, source=source, working_tree=taken)
         if commit is not None and (git_dir is None or not _has_commit(git_dir, commit)):
             store = working_tree_store(top or location)
@@ -117,12 +125,14 @@ def snapshot(source: str | os.PathLike, commit: str | None = None, *, working_tr
 def working_tree_store(top: str | Path) -> Path | None:
     """codeagent's object store for the working tree at `top`, if a snapshot of it was taken."""
     top = Path(top).resolve()
-    proc = subprocess.run(["git", "-C", str(top), "rev-parse", "--git-common-dir"], capture_output=True, text=True)
-    objects = None
-    if proc.returncode == 0:
-        common = Path(proc.stdout.strip())
-        objects = (common if common.is_absolute() else top / common) / "objects"
-    return store_for(top, objects) if (store_path(top) / "objects").is_dir() else None
+    if not (_store_path(top) / "objects").is_dir():
+        return None
+    inside = subprocess.run(["git", "-C", str(top), "rev-parse", "--show-toplevel"], capture_output=True).returncode == 0
+    return open_store(_store_path(top), top, common_objects(top) if inside else None)
+
+
+def _store_path(top: Path) -> Path:
+    return cache_dir() / "working-trees" / store_name(top)
 
 
 def _local_dir(path: str) -> Path:
