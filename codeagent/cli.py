@@ -55,7 +55,8 @@ def cli(ctx: click.Context, model_name: str | None, api_base: str | None) -> Non
 @click.option("--issue", "issue_text", type=str, help="The issue to resolve, as text.")
 @click.option("--issue-file", type=click.Path(exists=True, dir_okay=False), help="The issue, from a file.")
 @click.option("--example", type=str, help="Solve a bundled example task (e.g. cart) instead.")
-@click.option("--commit", type=str, help="Start from this commit (default: HEAD).")
+@click.option("--commit", type=str, help="Start from this commit (default: your working tree, uncommitted edits "
+              "included).")
 @click.option("--model", "model_name", type=str, help="litellm model id, or replay:TRAJECTORY.")
 @click.option("--api-base", type=str, help="Base URL of an OpenAI-compatible server (vLLM, ollama...).")
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="local: NO isolation.")
