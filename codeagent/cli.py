@@ -249,7 +249,7 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
         else:
             base = snapshot(task.repo, task.base_commit) if task.base_commit else None
             earlier = resumed.patch if resumed is not None else None  # perhaps applied already: clean too
-            applied = apply_to_tree(task.repo, result.patch, base=base, applied=earlier)
+            applied = apply_to_tree(task.repo, result.patch, base=base, maybe_applied=earlier)
             click.echo(applied.message + ("" if applied.applied else f"; the patch is in {outcome.patch_file}"), err=True)
             code = code or (EXIT_OK if applied.applied else EXIT_FAILED)
     sys.exit(code)

@@ -99,3 +99,23 @@ def test_a_folder_outside_git_is_snapshotted(server, env, tmp_path):
     assert proc.stdout.startswith("diff --git a/app.py b/app.py") and proc.stdout.count("diff --git") == 1
     assert (folder / "app.py").read_text() == "print('hello, world')\n"
     assert not (folder / ".git").exists()
+
+
+def test_apply_after_resuming_an_applied_session(server, make_repo, env):
+    """The first run's patch was applied; the resumed run's --apply writes the follow-up's change on top
+    (before: refused, the applied change counted as the user's uncommitted edit)."""
+    repo = make_repo({"app.py": "print('hello')\n"})
+    first = run(server, repo, env, "--apply")
+    assert first.returncode == 0 and (repo / "app.py").read_text() == "print('hello, world')\n", first.stderr
+    more = json.dumps({"command": "echo \"print('bye')\" >> app.py"})
+    server.replies += [
+        (200, completion({"content": "More.", "tool_calls": [tool_call(more, call_id="d")]}, "tool_calls")),
+        (200, completion({"content": "Done.", "tool_calls": [tool_call("{}", name="submit", call_id="e")]},
+                         "tool_calls")),
+    ]
+    command = [sys.executable, "-m", "codeagent.cli", "solve", "--repo", str(repo), "--resume", "--issue",
+               "Say bye too.", "--model", "openai/test-model", "--api-base", server.base, "--set",
+               "agent.localize=false", "--headless", "--apply"]
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
+    assert second.returncode == 0, second.stderr
+    assert (repo / "app.py").read_text() == "print('hello, world')\nprint('bye')\n"

@@ -53,17 +53,20 @@ def touched_files(patch: str) -> list[str]:
 
 
 def apply_patch(repo: str | Path, patch: str, *, base: RepoSnapshot | None = None,
-                applied: str | None = None) -> ApplyOutcome:
+                applied: str | None = None, maybe_applied: str | None = None) -> ApplyOutcome:
     """Apply `patch` (made on `base`, default: the checkout's HEAD) to the working tree at `repo`.
     `applied`: the patch codeagent last wrote there from the same base (None: none yet); only what
-    changed since is written, and a file whose content is what codeagent wrote counts as clean."""
-    outcome = _apply(Path(repo), patch, base, applied)
+    changed since is written, and a file whose content is what codeagent wrote counts as clean.
+    `maybe_applied`: a patch that may have been applied (a resumed session's): a file as it left
+    it counts as clean too, but your edits are merged from the base, never from it."""
+    outcome = _apply(Path(repo), patch, base, applied, maybe_applied)
     outcome.message = outcome.message.translate(_CONTROL)  # paths and git's words name the model's files
     return outcome
 
 
-def _apply(repo: Path, patch: str, base: RepoSnapshot | None, applied: str | None) -> ApplyOutcome:
-    if not patch.strip() and not (applied or "").strip():
+def _apply(repo: Path, patch: str, base: RepoSnapshot | None, applied: str | None,
+           maybe_applied: str | None) -> ApplyOutcome:
+    if not patch.strip() and not (applied or "").strip() and not (maybe_applied or "").strip():
         return ApplyOutcome(False, "the patch is empty: nothing to apply")
     top = _git(repo, "rev-parse", "--show-toplevel")
     shown = os.path.abspath(repo)
@@ -85,21 +88,26 @@ def _apply(repo: Path, patch: str, base: RepoSnapshot | None, applied: str | Non
         before, earlier, error = _preview(git, start, applied or "", scratch / "applied.patch", shown)
         if error:  # our own record no longer applies to its base: start over from the base
             before, earlier = start, []
+        maybe, unsure, error = _preview(git, start, maybe_applied or "", scratch / "maybe.patch", shown)
+        if error:
+            maybe, unsure = start, []
         paths = {change.path for change in changes}
-        reverted = [_Change(change.path, change.new_mode, "000000", "") for change in earlier if change.path not in paths]
+        reverted = {change.path: _Change(change.path, change.new_mode, "000000", "")
+                    for change in earlier + unsure if change.path not in paths}
+        reverted = list(reverted.values())
         refused = _unsafe(root, changes + reverted)
         if refused:
             return ApplyOutcome(False, "not applied: the patch " + "; ".join(refused))
         files = sorted(paths | {change.path for change in reverted})
-        return _write(git, shown, files, (start, before), target, scratch)
+        return _write(git, shown, files, (start, before, maybe), target, scratch)
 
 
-def _write(git: _Git, shown: str, files: list[str], clean: tuple[str, str], target: str,
+def _write(git: _Git, shown: str, files: list[str], clean: tuple[str, str, str], target: str,
            scratch: Path) -> ApplyOutcome:
     """Bring `files` to `target`. A file as the run started from it or as codeagent last wrote it
-    (the trees `clean`) takes the patch's version; one the user changed since is merged three-way
-    from codeagent's last version. All or nothing, through `git apply`."""
-    start, before = clean
+    (or may have: the trees `clean`) takes the patch's version; one the user changed since is
+    merged three-way from codeagent's last version. All or nothing, through `git apply`."""
+    start, before, maybe = clean
     index = {"GIT_INDEX_FILE": str(scratch / "current")}
     git.run("read-tree", before, env=index)
     listed = "\0".join(files) + "\0"
@@ -107,13 +115,13 @@ def _write(git: _Git, shown: str, files: list[str], clean: tuple[str, str], targ
     if now.returncode != 0:
         return ApplyOutcome(False, f"not applied: could not read your files: {_text(now.stderr)}")
     current = _text(git.run("write-tree", env=index).stdout)
-    first, then, wanted, have = (_entries(git, tree, files) for tree in (start, before, target, current))
+    first, then, perhaps, wanted, have = (_entries(git, tree, files) for tree in (start, before, maybe, target, current))
     updates, merged, conflicts = [], [], []
     for path in files:
         mine, expected, goal = have.get(path), then.get(path), wanted.get(path)
         if mine == goal:
             continue
-        if mine in (expected, first.get(path)):
+        if mine in (expected, first.get(path), perhaps.get(path)):
             updates.append((path, goal))
             continue
         result = _merge(git, mine, expected, goal, scratch)

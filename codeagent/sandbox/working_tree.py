@@ -64,7 +64,9 @@ def open_store(store: Path, top: str | Path, objects: Path | None) -> Path:
     wanted = f"{objects.resolve()}\n" if objects is not None else ""
     if (alternates.read_text() if alternates.exists() else "") != wanted:
         alternates.parent.mkdir(parents=True, exist_ok=True)
-        alternates.write_text(wanted)
+        fresh = alternates.with_name(f"alternates.{os.getpid()}")
+        fresh.write_text(wanted)
+        os.replace(fresh, alternates)  # a snapshot going on beside never reads a half-written file
     return store
 
 

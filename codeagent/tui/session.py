@@ -264,6 +264,7 @@ class Session:
         """A new task or a reopened one: its counts, its patch (nothing to undo), no notes."""
         self.stats, self.notes = stats or Stats(), []
         self.applied: tuple[str, str] | None = None  # where /apply (or write-through) last wrote, and which patch
+        self.resumed_patch = patch or None  # a reopened session's patch: perhaps applied in an earlier process
         self.history.reset(patch)
 
     def _start(self, task: Task) -> None:

@@ -77,7 +77,8 @@ def _apply(session, target: str, patch: str):
     earlier = session.applied[1] if session.applied and session.applied[0] == target else None
     task = session.task
     base = snapshot(task.repo, task.base_commit) if task is not None and task.base_commit else None
-    outcome = apply_patch(target, patch, base=base, applied=earlier)
+    resumed = session.resumed_patch if earlier is None else None  # a reopened session's: perhaps applied
+    outcome = apply_patch(target, patch, base=base, applied=earlier, maybe_applied=resumed)
     if outcome.applied:
         session.applied = (target, patch)
     return outcome
