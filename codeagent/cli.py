@@ -65,8 +65,8 @@ def cli(ctx: click.Context, model_name: str | None, api_base: str | None) -> Non
 @click.option("--json-deltas", is_flag=True, help="With --json (implied): also the reply as it forms (model_delta, "
               "model_waiting events).")
 @click.option("--apply", "apply_patch", is_flag=True, help="Apply the patch to the working tree if safe.")
-@click.option("--write-through", is_flag=True, help="TUI: write each change the agent makes to your working tree "
-              "as it happens (/undo puts it back); config agent.write_through.")
+@click.option("--write-through", is_flag=True, help="Write each change the agent makes to your working tree as it "
+              "happens (TUI: /undo puts it back); config agent.write_through.")
 @click.option("--config", "config_file", type=str, help="A config file (YAML), over the user and project ones.")
 @click.option("--trust", is_flag=True, help="Trust the repository's .codeagent.yaml: let it set the model, its "
               "endpoint, the sandbox... (untrusted, only harmless settings apply).")
@@ -202,6 +202,7 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     from . import patches
     from .config import load_config
     from .events import EventBus
+    from .run.apply import WriteThrough
     from .run.apply import apply_patch as apply_to_tree
     from .run.printers import JsonPrinter, ProgressPrinter
     from .run.solve import load_session, resolve_model, samples_candidates, start_from_working_tree
@@ -230,6 +231,14 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
         if started_from:
             click.echo(f"codeagent · {started_from}", err=True)
     events = EventBus(JsonPrinter(deltas=json_deltas) if as_json else ProgressPrinter(compact=samples_candidates(config, resumed)))
+    writer = None
+    if config.agent.write_through and not example and Path(task.repo).is_dir() and \
+            not samples_candidates(config, resumed):
+        with _user_errors():
+            base = snapshot(task.repo, task.base_commit) if task.base_commit else None
+        writer = WriteThrough(task.repo, base, lambda text: click.echo(text, err=True),
+                              maybe_applied=resumed.patch if resumed is not None else None)
+        events.subscribe(writer)
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
     outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up)
@@ -249,7 +258,8 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
         else:
             base = snapshot(task.repo, task.base_commit) if task.base_commit else None
             earlier = resumed.patch if resumed is not None else None  # perhaps applied already: clean too
-            applied = apply_to_tree(task.repo, result.patch, base=base, maybe_applied=earlier)
+            applied = apply_to_tree(task.repo, result.patch, base=base, maybe_applied=earlier,
+                                    applied=writer.applied if writer is not None else None)
             click.echo(applied.message + ("" if applied.applied else f"; the patch is in {outcome.patch_file}"), err=True)
             code = code or (EXIT_OK if applied.applied else EXIT_FAILED)
     sys.exit(code)

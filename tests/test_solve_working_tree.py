@@ -119,3 +119,14 @@ def test_apply_after_resuming_an_applied_session(server, make_repo, env):
     second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
     assert second.returncode == 0, second.stderr
     assert (repo / "app.py").read_text() == "print('hello, world')\nprint('bye')\n"
+
+
+def test_write_through_writes_each_change_as_it_happens(server, make_repo, env):
+    """With --write-through the change is in the working tree as soon as the agent makes it: here the
+    run stops at its step limit, never submits, and nothing is --apply'd, yet the file holds the edit."""
+    repo = make_repo({"app.py": "print('hello')\n"})
+    (repo / "app.py").write_text("print('hello')\n# mine\n")
+    proc = run(server, repo, env, "--write-through", "--set", "limits.max_steps=2")
+    assert proc.returncode == 4, proc.stderr
+    assert f"write-through: applied to {repo}: app.py" in proc.stderr
+    assert (repo / "app.py").read_text() == "print('hello, world')\n# mine\n"

@@ -24,11 +24,13 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import patches
 from ..config import PROJECT_FILE
+from ..events import Event, PatchChanged
 from ..sandbox.workspace import RepoSnapshot
 
 SYMLINK_MODE = "120000"
@@ -62,6 +64,31 @@ def apply_patch(repo: str | Path, patch: str, *, base: RepoSnapshot | None = Non
     outcome = _apply(Path(repo), patch, base, applied, maybe_applied)
     outcome.message = outcome.message.translate(_CONTROL)  # paths and git's words name the model's files
     return outcome
+
+
+class WriteThrough:
+    """An event subscriber for write-through mode: each patch the run reaches is applied to the
+    working tree at once (what changed since the last one). A refusal pauses it, with a warning."""
+
+    def __init__(self, repo: str | Path, base: RepoSnapshot | None, say: Callable[[str], None],
+                 maybe_applied: str | None = None):
+        self.repo, self.base, self.say, self.maybe_applied = repo, base, say, maybe_applied
+        self.applied: str | None = None
+        self.paused = False
+
+    def __call__(self, event: Event) -> None:
+        if self.paused or not isinstance(event, PatchChanged) or event.patch == (self.applied or ""):
+            return
+        if not event.patch.strip() and self.applied is None:
+            return
+        outcome = apply_patch(self.repo, event.patch, base=self.base, applied=self.applied,
+                              maybe_applied=self.maybe_applied if self.applied is None else None)
+        if outcome.applied:
+            self.applied = event.patch
+            self.say(f"write-through: {outcome.message}")
+        else:
+            self.paused = True
+            self.say(f"write-through paused: {outcome.message}")
 
 
 def _apply(repo: Path, patch: str, base: RepoSnapshot | None, applied: str | None,
