@@ -71,6 +71,15 @@ def test_the_same_files_give_the_same_commit_and_it_resolves_again(make_repo):
     assert snapshot(repo).commit == git(repo, "rev-parse", "HEAD").strip()  # without working_tree: HEAD, as before
 
 
+def test_a_repository_with_no_commit_yet(tmp_path):
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.py").write_text("a\n")
+    snap = snapshot(repo, working_tree=True)
+    assert set(tree_of(snap)) == {"a.py"} and snap.note == "started from the working tree (1 file; no commit yet)"
+
+
 def test_a_folder_outside_git(tmp_path, monkeypatch):
     folder = tmp_path / "plain"
     (folder / "sub").mkdir(parents=True)

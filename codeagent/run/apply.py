@@ -100,7 +100,7 @@ def _apply(repo: Path, patch: str, base: RepoSnapshot | None, applied: str | Non
     if top.returncode == 0:  # the patch's paths are relative to the top
         root = Path(_text(top.stdout))
         git = _Git(["git", "-C", str(root)], _objects_of(root))
-    elif base is not None and base.working_tree is not None and base.working_tree.base is None and repo.is_dir():
+    elif base is not None and base.working_tree is not None and not base.working_tree.in_git and repo.is_dir():
         root = repo.resolve()  # a folder outside git: codeagent's store for it stands in for a repository
         git = _Git(["git", "--git-dir", str(base.git_dir), "--work-tree", str(root), "-C", str(root)], None)
     else:

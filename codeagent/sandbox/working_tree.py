@@ -38,9 +38,10 @@ SAFE_OPTIONS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", 
 class WorkingTree:
     commit: str  # in the store
     tree: str
-    base: str | None  # the HEAD it sits on; None outside git
-    changed: tuple[str, ...]  # files that differ from the base (outside git: every file)
+    base: str | None  # the HEAD it sits on; None outside git or before the first commit
+    changed: tuple[str, ...]  # files that differ from the base (without one: every file)
     skipped: tuple[str, ...]  # untracked files left out for their size
+    in_git: bool = True
 
 
 def open_store(store: Path, top: str | Path, objects: Path | None) -> Path:
@@ -124,6 +125,11 @@ def snapshot_working_tree(top: Path, git_dir: Path | None, store: Path,
     return store, describe(store, commit, skipped)
 
 
+def _borrows(store: Path) -> bool:
+    alternates = store / "objects" / "info" / "alternates"
+    return alternates.exists() and bool(alternates.read_text().strip())
+
+
 def describe(store: Path, commit: str, skipped: tuple[str, ...] = ()) -> WorkingTree:
     """A working-tree commit of the store, read back (its base and the files that differ from it)."""
     store_git = ["git", "--git-dir", str(store)]
@@ -131,7 +137,7 @@ def describe(store: Path, commit: str, skipped: tuple[str, ...] = ()) -> Working
     tree, base = fields[0], (fields[1] if len(fields) > 1 else None)
     against = base or _out(store_git + ["hash-object", "-t", "tree", "/dev/null"]).strip()
     names = _out(store_git + ["diff-tree", "-r", "-z", "--no-renames", "--name-only", against, commit]).split("\0")
-    return WorkingTree(commit, tree, base, tuple(name for name in names if name), skipped)
+    return WorkingTree(commit, tree, base, tuple(name for name in names if name), skipped, in_git=_borrows(store))
 
 
 def is_working_tree_commit(store: Path, commit: str) -> bool:
@@ -144,14 +150,20 @@ def note(snap_source: str, taken: WorkingTree) -> str:
     """The one line a front end shows: where the run starts from."""
     skipped = (f"; left out {len(taken.skipped)} untracked file(s) over {UNTRACKED_FILE_MAX // 2**20} MiB "
                f"({', '.join(taken.skipped[:3])}{', ...' if len(taken.skipped) > 3 else ''})") if taken.skipped else ""
-    if taken.base is None:
+    if not taken.in_git:
         return (f"{snap_source} is not a git repository: started from a snapshot of the folder "
-                f"({len(taken.changed)} files, .gitignore respected){skipped}")
+                f"({_files(len(taken.changed))}, .gitignore respected){skipped}")
+    if taken.base is None:
+        return f"started from the working tree ({_files(len(taken.changed))}; no commit yet){skipped}"
     changed = len(taken.changed)
     if not changed:
         return f"started from the working tree (no uncommitted changes; base {taken.base[:10]}){skipped}"
     return (f"started from the working tree with {changed} changed file{'s' if changed != 1 else ''} "
             f"(uncommitted edits included; base {taken.base[:10]}){skipped}")
+
+
+def _files(count: int) -> str:
+    return f"{count} file{'s' if count != 1 else ''}"
 
 
 def common_objects(top: Path) -> Path:
