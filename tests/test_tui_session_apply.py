@@ -118,3 +118,23 @@ def test_write_through_writes_each_change_and_undo_puts_it_back(make_repo, tmp_p
         assert git(repo, "status", "--porcelain") == "?? notes.txt\n"
     finally:
         session.close()
+
+
+def test_apply_in_a_reopened_session_after_an_earlier_apply(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    session, recorder = open_session(repo, [fix_add(), call("submit")], tmp_path)
+    try:
+        turn(session, "add() subtracts")
+        assert apply(session, recorder).level == "success"
+    finally:
+        session.close()
+    turns = [call("editor", command="insert", path="calc.py", insert_line=0, new_str="# calculator"), call("submit")]
+    reopened, recorder = open_session(repo, turns, tmp_path)
+    try:
+        reopened.resume("last", "Add a header comment.")
+        assert reopened.wait_idle(120)
+        applied = apply(reopened, recorder)  # the earlier apply's files are not "your edits"
+        assert applied.level == "success", applied.text
+        assert (repo / "calc.py").read_text() == "# calculator\ndef add(a, b):\n    return a + b\n"
+    finally:
+        reopened.close()
