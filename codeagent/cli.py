@@ -48,7 +48,7 @@ def cli(ctx: click.Context, **options) -> None:
             click.echo(ctx.get_help())
         return
     misplaced = [name for name in given if name not in ("model_name", "api_base")]
-    if misplaced or (given and ctx.invoked_subcommand != "solve"):
+    if misplaced or (given and ctx.invoked_subcommand not in ("solve", "doctor")):
         flags = ", ".join(_flag_of(name) for name in (misplaced or given))
         raise click.UsageError(f"{flags}: solve's options go after `codeagent solve`, or with `codeagent` alone "
                                f"(not before `{ctx.invoked_subcommand}`)")
@@ -293,6 +293,35 @@ def _mount_groups() -> None:
 
 
 _mount_groups()
+
+
+# -- doctor ----------------------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--model", "model_name", type=str, help="Check this model instead of the configured one.")
+@click.option("--api-base", type=str, help="Its server (an OpenAI-compatible base URL).")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as one JSON object.")
+@click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds to wait for the model's server.")
+@click.pass_context
+def doctor(ctx, model_name, api_base, as_json, timeout) -> None:
+    """Check the set-up: Docker, the base image, the model (key, server), this folder's git state, the
+    disk. Each line says ok, warn or fail and what to do; exit 0 when all are ok, else 1."""
+    from pathlib import Path
+
+    from .config import ConfigError, flag_overrides, load_config
+    from .run import doctor as checks
+
+    given_above = ctx.obj or {}
+    folder = Path.cwd()
+    try:
+        overrides = flag_overrides([], model__name=model_name or given_above.get("model_name"),
+                                   model__api_base=api_base or given_above.get("api_base"))
+        config = load_config(folder, None, overrides)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    found = checks.run_checks(folder, config, timeout=timeout)
+    click.echo(checks.as_json(found) if as_json else checks.report(found))
+    sys.exit(0 if all(check.status == checks.OK for check in found) else 1)
 
 
 # -- sandbox ---------------------------------------------------------------------------------------
