@@ -27,6 +27,7 @@ FORBIDDEN = {
     "git": ("--output", "--ext-diff", "-O", "--open-files-in-pager", "--textconv"),
     "sort": ("-o", "--output", "--compress-program"),
     "tree": ("-o",),
+    "file": ("-C", "--compile"),  # writes a compiled magic file
 }
 SED_PRINT = re.compile(r"^(\d+|\$)?(,(\d+|\$))?p$")  # `sed -n 10,20p FILE`: the only sed plan mode runs
 
