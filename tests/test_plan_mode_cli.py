@@ -57,3 +57,24 @@ def test_plan_mode_reads_files_and_runs_read_only_commands_and_refuses_writes(tm
     assert "only views files" in observed["c8"]["output"] and "`submit` is not offered" in observed["c9"]["output"]
     assert events[-1]["patch"] == ""  # nothing changed in the sandbox
 
+
+
+@pytest.mark.parametrize("command", [
+    "find . $'-delete'", 'find . $"-delete"', "find . $OPTS", "find . \\-delete", "git -c core.pager=sh log",
+    "git log --output=x", "git grep -Ovim x", "sort -ro out in", "sed -ni 1p f", "sed -n 1p --in-place f",
+    "sed -n 's/a/b/w out' f", "rg --pre=sh x", "uniq in out", "X=1 ls", "ls & rm x", "(ls)", "cat < a",
+    "ls `rm x`", "file -C -m x", "ls # ; rm x", "python -c 'open(1)'", "git push", "tee x"])
+def test_read_only_commands_refuse_what_writes_or_hides(command):
+    from codeagent.tools.read_only_commands import refusal
+
+    assert refusal(command), command
+
+
+@pytest.mark.parametrize("command", [
+    "ls -la src", "cat a.py | head -n 20", "grep -rn 'def x$' src", "rg -n foo --glob '*.py'", "git log -p -3 -- a.py",
+    "git diff HEAD~1 --stat && git status", "find . -name '*.py' -newer setup.py", "sed -n '10,20p' a.py",
+    "wc -l a.py b.py; du -sh .", "sort a | uniq -c | sort -rn | head", "ls 2>/dev/null || echo none"])
+def test_read_only_commands_let_reading_through(command):
+    from codeagent.tools.read_only_commands import refusal
+
+    assert refusal(command) is None, refusal(command)
