@@ -101,14 +101,15 @@ def check_reachable(name: str, api_base: str | None, timeout: float) -> Check:
     """One GET of the server's model list; an OpenAI-compatible server (vLLM, Ollama, LM Studio...)
     answers it at api_base, and the hosted providers in PROVIDERS at their own address."""
     provider = name.split("/")[0] if "/" in name else ("anthropic" if name.startswith("claude") else "openai")
-    if api_base:
-        url, key, header, prefix = api_base.rstrip("/") + "/models", "OPENAI_API_KEY", "Authorization", "Bearer "
+    if api_base:  # a key goes only where the model's own calls would send it
+        key = {"openai": "OPENAI_API_KEY", "hosted_vllm": "HOSTED_VLLM_API_KEY"}.get(provider, "")
+        url, header, prefix = api_base.rstrip("/") + "/models", "Authorization", "Bearer "
     elif provider in PROVIDERS:
         url, key, header, prefix = PROVIDERS[provider]
     else:
         return Check("model server", OK, f"not checked for provider {provider!r} (only OpenAI-compatible servers, "
                      "OpenAI and Anthropic are asked)")
-    request = urllib.request.Request(url, headers={header: prefix + os.environ[key]} if os.environ.get(key) else {})
+    request = urllib.request.Request(url, headers={header: prefix + os.environ[key]} if key and os.environ.get(key) else {})
     if provider == "anthropic" and not api_base:
         request.add_header("anthropic-version", "2023-06-01")
     try:
@@ -116,7 +117,7 @@ def check_reachable(name: str, api_base: str | None, timeout: float) -> Check:
             return Check("model server", OK, f"{url} answers (HTTP {response.status})")
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
-            return Check("model server", FAIL, f"{url} refused the key (HTTP {exc.code})", f"check {key}")
+            return Check("model server", FAIL, f"{url} refused the key (HTTP {exc.code})", f"check {key or 'its key'}")
         return Check("model server", WARN, f"{url} answered HTTP {exc.code}", "check the address (it should end "
                      "in /v1 for an OpenAI-compatible server)")
     except (urllib.error.URLError, OSError, ValueError) as exc:
