@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,21 +25,15 @@ from typing import Any
 from ..agent.loop import Approval
 from ..models import ToolCall
 from ..tools.registry import read_only_tools
+from ..tools.shell_words import ASSIGNMENT, command_prefixes
 from .approval_rules import Rule, SavedRules
 
 MODES = ("suggest", "auto-edit", "full-auto")
 EDIT_COMMANDS = {"create", "str_replace", "insert", "undo_edit"}
-# Programs whose first argument names what they do (`git status` is not `git push`).
-SUBCOMMAND_PROGRAMS = {"git", "pip", "pip3", "npm", "npx", "yarn", "pnpm", "cargo", "go", "uv", "poetry",
-                       "conda", "docker", "kubectl", "make", "bundle", "rake", "dotnet", "mvn", "gradle"}
-PYTHONS = {"python", "python3"}
 # They run the command in their arguments: a prefix rule for them would allow anything.
 RUNNERS = {"bash", "sh", "zsh", "dash", "ksh", "fish", "eval", "exec", "env", "xargs", "sudo", "su", "doas", "nohup",
            "timeout", "time", "nice", "ionice", "setsid", "stdbuf", "command", "builtin", "source", ".", "parallel",
            "watch", "chroot", "flock", "script"}
-SEPARATORS = {";", "&&", "||", "|", "|&"}
-PUNCTUATION = set("();<>|&")
-ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def classify(tool: str, arguments: dict[str, Any]) -> str:
@@ -51,55 +43,6 @@ def classify(tool: str, arguments: dict[str, Any]) -> str:
     if tool == "editor":
         return "edit" if arguments.get("command") in EDIT_COMMANDS else "read"
     return "command"
-
-
-def command_prefixes(command: str) -> list[tuple[str, ...]] | None:
-    """The prefix of each simple command in a shell command line, or None when the line does
-    something a prefix rule cannot vouch for (then it is always asked about)."""
-    if "`" in command or "$(" in command or "<(" in command or ">(" in command:
-        return None
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes
-        return None
-    segments: list[list[str]] = [[]]
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        following = tokens[index + 1] if index + 1 < len(tokens) else ""
-        if token in SEPARATORS:
-            segments.append([])
-        elif token in (">", ">>", "&>") and following == "/dev/null" or token == ">&" and following in ("1", "2"):
-            _drop_fd(segments[-1])
-            index += 1
-        elif token and all(char in PUNCTUATION for char in token):
-            return None  # other redirections, subshells, background jobs
-        else:
-            segments[-1].append(token)
-        index += 1
-    prefixes = [_prefix(words) for words in segments if words]
-    return prefixes or None
-
-
-def _drop_fd(words: list[str]) -> None:
-    if words and words[-1] in ("1", "2"):  # the `2` of `2>/dev/null`
-        words.pop()
-
-
-def _prefix(words: list[str]) -> tuple[str, ...]:
-    """`git status`, `python -m pytest`, `ls`; variable assignments in front belong to it."""
-    assignments = 0
-    while assignments < len(words) - 1 and ASSIGNMENT.match(words[assignments]):
-        assignments += 1
-    head, words = tuple(words[:assignments]), words[assignments:]
-    program = words[0]
-    if program in PYTHONS and len(words) >= 3 and words[1] == "-m":
-        return head + tuple(words[:3])
-    if program in SUBCOMMAND_PROGRAMS and len(words) >= 2 and not words[1].startswith("-"):
-        return head + tuple(words[:2])
-    return head + (program,)
 
 
 def _edit_path(arguments: dict[str, Any], workdir: str = "/testbed") -> str:
