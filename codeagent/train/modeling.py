@@ -244,12 +244,35 @@ def train(trainer, recipe: Recipe, metrics: MetricsFile) -> dict:
     return final
 
 
+def gathered_adapter_state(trainer, model) -> dict | None:
+    """The adapter's tensors, whole, under DeepSpeed ZeRO-3, where each rank holds only a shard of every
+    parameter and PEFT alone would save empty tensors; None elsewhere (PEFT reads them itself). Every
+    rank must call it: the gather is a collective."""
+    accelerator = getattr(trainer, "accelerator", None)
+    if accelerator is None or not hasattr(accelerator, "state"):
+        return None
+    from peft import get_peft_model_state_dict
+    from trl.distributed import DistributedBackend
+
+    backend = DistributedBackend(accelerator)
+    if not backend.is_zero3:
+        return None
+    params = [param for name, param in model.named_parameters() if "lora_" in name or param.requires_grad]
+    with backend.gather_params(params):
+        return {name: tensor.detach().clone().cpu() for name, tensor in get_peft_model_state_dict(model).items()}
+
+
 def save_adapter(trainer, tokenizer, recipe: Recipe, data_summary: dict, metrics: dict) -> Path:
     """The adapter, the tokenizer, the recipe, the data it saw, and a card that says all of that."""
     out = Path(recipe.output_dir) / ADAPTER_DIR
     out.mkdir(parents=True, exist_ok=True)
     model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
-    model.save_pretrained(str(out))
+    state = gathered_adapter_state(trainer, model)  # every rank: a collective under ZeRO-3
+    main = bool(getattr(getattr(trainer, "accelerator", None), "is_main_process", True))
+    if state is None:
+        model.save_pretrained(str(out))
+    else:
+        model.save_pretrained(str(out), state_dict=state, is_main_process=main)
     tokenizer.save_pretrained(str(out))
     (out / "recipe.yaml").write_text(yaml.safe_dump(recipe.dump(), sort_keys=False))
     (out / "training_data.json").write_text(json.dumps(data_summary, indent=2, default=str))
