@@ -88,7 +88,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
 
     from codeagent.trajectory.store import TrajectoryStore
 
-    from . import rewards, vllm_sync
+    from . import rewards
     from .rollouts import Rollouts
 
     _check_owned(recipe)
@@ -132,7 +132,6 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     if evaluation is not None:
         evaluation.trainer = trainer
     rollouts.evaluation = evaluation
-    vllm_sync.install(trainer, recipe)  # rollout.vllm_weights: adapter hot-loading, else TRL's merged sync
     summary = {"tasks": [task.instance_id for task in tasks], "task_source": recipe.data.tasks,
                "rollout_store": str(rollout_store.root), "rewards": dict(components)}
     if evaluation is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..nested import Conflict, deep_merge, put
 from ..status import LIMITS, ExitStatus
@@ -115,9 +115,19 @@ class RolloutSection(_Strict):
     temperature: float = 1.0  # also the temperature the GRPO loss uses
     top_p: float | None = None
     generation: Literal["auto", "transformers", "vllm"] = "auto"  # vllm: TRL's vLLM engine (use_vllm on GPU)
-    # How the trained weights reach vLLM each step: merged (TRL's sync: adapter merged into the base weights)
-    # or adapter (the LoRA adapter hot-loaded as a LoRA request; colocate mode): see train/vllm_sync.py.
-    vllm_weights: Literal["merged", "adapter"] = "merged"
+    # How the trained weights reach vLLM each step: merged (TRL's sync: the adapter merged into the base
+    # weights) is the one way. `adapter` (hot-loading the LoRA adapter) was removed: TRL 1.16 builds its
+    # vLLM engine without LoRA, so no adapter could ever be loaded into it.
+    vllm_weights: Literal["merged"] = "merged"
+
+    @field_validator("vllm_weights", mode="before")
+    @classmethod
+    def _only_merged(cls, value):
+        if value != "merged":
+            raise ValueError(f"{value!r} is not a weight-sync mode; the one that exists is 'merged' (TRL's "
+                             "sync, the adapter merged into vLLM's weights each step). 'adapter' was removed: "
+                             "TRL builds its vLLM engine without LoRA, so an adapter could never be loaded")
+        return value
     # Compact filtering: runs that ended on a limit (steps, time, cost, unusable replies in a row) or
     # broke leave the loss; their reward still counts in their group's baseline.
     mask_exit_statuses: list[str] = Field(

@@ -595,12 +595,8 @@ class VLLMGenerator(BatchingFront):
 
         params = [SamplingParams(n=1, temperature=r.temperature, top_p=r.top_p or 1.0, max_tokens=r.max_new_tokens,
                                  seed=r.seed, logprobs=0, stop_token_ids=sorted(r.stop_ids)) for r in requests]
-        options: dict[str, Any] = {}
-        adapter = getattr(getattr(self.vllm, "adapter_sync", None), "current", None)  # train/vllm_sync.py
-        if adapter is not None:
-            options["lora_request"] = adapter.for_vllm()
         outputs = self.vllm.llm.generate([{"prompt_token_ids": r.prompt_ids} for r in requests],
-                                         sampling_params=params, use_tqdm=False, **options)
+                                         sampling_params=params, use_tqdm=False)
         for request, output in zip(requests, outputs, strict=True):
             sample = output.outputs[0]
             ids = list(sample.token_ids)
