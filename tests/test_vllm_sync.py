@@ -55,3 +55,20 @@ def test_held_out_evaluation_after_an_optimizer_step_generates_with_that_steps_w
         with runner.generation(trainer):
             pass
     assert syncs == [2] and trainer._last_loaded_step == 2  # so TRL's own check skips it at the next rollouts
+
+
+def test_asking_for_vllm_where_it_cannot_run_names_the_extra_whose_pins_agree(tmp_path):
+    """`pip install vllm` takes a release that downgrades transformers below the project's range; the
+    message names the `vllm` extra instead."""
+    import torch
+
+    from codeagent.train import TrainError
+    from codeagent.train.grpo import _use_vllm
+    from codeagent.train.recipe import load_recipe
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the message is for machines without one (or without vllm)")
+    recipe = load_recipe("grpo-tiny", ["model.base=unused", f"output_dir={tmp_path}", "rollout.generation=vllm"])
+    with pytest.raises(TrainError) as raised:
+        _use_vllm(recipe)
+    assert "pip install 'codeagent[vllm]'" in str(raised.value) and "(pip install vllm)" not in str(raised.value)

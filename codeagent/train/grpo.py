@@ -77,8 +77,9 @@ def _use_vllm(recipe: Recipe) -> bool:
 
     available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
     if choice == "vllm" and not available:
-        raise TrainError("rollout.generation=vllm needs a GPU and the vllm package (pip install vllm); "
-                         "use rollout.generation=transformers")
+        raise TrainError("rollout.generation=vllm needs a GPU and the vllm package: pip install 'codeagent[vllm]' "
+                         "(a vllm that accepts this project's transformers; a bare `pip install vllm` takes one that "
+                         "downgrades it); or use rollout.generation=transformers")
     return available
 
 
