@@ -359,3 +359,21 @@ def test_the_8gpu_recipe_fits_under_zero3_and_is_refused_under_ddp_naming_shardi
                           text=True, timeout=120)
     assert many.returncode == 3 and "generation is the peak" in many.stderr
     assert "kv cache" in many.stderr and "lower rollout.workers" in many.stderr
+
+
+# -- the process group's timeout ----------------------------------------------------------------------
+
+def test_the_process_group_waits_longer_than_a_rollout_batch_and_the_recipe_sets_how_long(tmp_path):
+    """torch's default (30 min) is shorter than one rollout batch (agent runs up to 30 min, then grading):
+    ranks waiting at a collective would be killed. The recipe's distributed.timeout_seconds (4 h by
+    default) is TRL's ddp_timeout, which transformers gives the process group."""
+    from codeagent.train.modeling import trl_args
+    from codeagent.train.recipe import load_recipe
+
+    base = ["model.base=x", f"output_dir={tmp_path}"]
+    assert trl_args(load_recipe("grpo-tiny", base)).ddp_timeout == 4 * 3600
+    assert trl_args(load_recipe("grpo-tiny", [*base, "distributed.timeout_seconds=36000"])).ddp_timeout == 36000
+    with pytest.raises(TrainError, match=r"set `distributed.timeout_seconds` in the recipe, not trainer.ddp_timeout"):
+        load_recipe("grpo-tiny", [*base, "trainer.ddp_timeout=60"])
+    with pytest.raises(TrainError, match="timeout_seconds"):
+        load_recipe("grpo-tiny", [*base, "distributed.timeout_seconds=0"])

@@ -138,7 +138,8 @@ def trl_args(recipe: Recipe, **fixed: Any):
     defaults: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", "save_total_limit": 3}
     if not torch.cuda.is_available():
         defaults["bf16"] = False  # TRL defaults to bf16, which a CPU cannot train in
-    values = {**defaults, **recipe.trainer, **fixed, "output_dir": recipe.output_dir, "seed": recipe.seed}
+    values = {**defaults, **recipe.trainer, **fixed, "output_dir": recipe.output_dir, "seed": recipe.seed,
+              "ddp_timeout": recipe.distributed.timeout_seconds}  # the process group's timeout (transformers)
     # transformers 5 renamed gradient_checkpointing to activation_checkpointing; recipes may use either.
     for old, new in (("gradient_checkpointing", "activation_checkpointing"),
                      ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs")):

@@ -31,7 +31,8 @@ from . import TrainError
 
 METHODS = ("sft", "dpo", "grpo")
 # Set by codeagent itself from other recipe keys; not allowed under `trainer:`.
-RESERVED_TRAINER_KEYS = {"output_dir": "output_dir", "resume_from_checkpoint": "resume", "seed": "seed"}
+RESERVED_TRAINER_KEYS = {"output_dir": "output_dir", "resume_from_checkpoint": "resume", "seed": "seed",
+                         "ddp_timeout": "distributed.timeout_seconds"}
 
 
 class _Loader(yaml.SafeLoader):
@@ -158,6 +159,11 @@ class DistributedSection(_Strict):
     # The accelerate config the recipe is launched with (`accelerate launch --config_file ...`), relative to
     # the recipe's folder: `train grpo --dry-run` reads its processes and sharding for the memory per device.
     accelerate_config: str | None = None
+    # How long a rank waits at a collective (the process group's timeout, TRL's ddp_timeout) before the run is
+    # killed. Ranks wait at the next step while the others finish their rollouts (an agent run may take
+    # rollout limits of 30 min plus grading and image builds) or rank 0 runs the held-out evaluation:
+    # torch's default, 30 min, is shorter than one rollout batch.
+    timeout_seconds: int = Field(default=4 * 3600, gt=0)
 
 
 class Recipe(_Strict):
@@ -286,7 +292,7 @@ def _known_fields(parent: str) -> list[str]:
 def _check_trainer_keys(recipe: Recipe, where: str) -> None:
     for key, replacement in RESERVED_TRAINER_KEYS.items():
         if key in recipe.trainer:
-            raise TrainError(f"{where}: set `{replacement}` at the top level of the recipe, not trainer.{key}")
+            raise TrainError(f"{where}: set `{replacement}` in the recipe, not trainer.{key}")
     try:
         known = trainer_keys(recipe.method)
     except ImportError as error:
