@@ -398,14 +398,19 @@ TOKEN_ID_SERVERS = ("codeagent", "vllm")  # owned_by of the servers that answer 
 
 
 def _server_gives_token_ids(api_base: str) -> bool | None:
-    """Whether GET {api_base}/models names a server that gives token ids (None: no answer, ask again)."""
+    """Whether GET {api_base}/models names a server that gives token ids (None: nobody there yet, ask
+    again; a server too slow to list its models is taken as not giving them, and not asked again)."""
     import httpx
 
     try:
         answer = httpx.get(api_base.rstrip("/") + "/models", timeout=PROBE_TIMEOUT / 2)
         entries = answer.json()["data"] if answer.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+    except httpx.TimeoutException:
+        return False
+    except httpx.HTTPError:
         return None
+    except (ValueError, KeyError, TypeError):
+        return False
     if not isinstance(entries, list):
         return False
     return any(isinstance(entry, dict) and entry.get("owned_by") in TOKEN_ID_SERVERS for entry in entries)
