@@ -269,11 +269,9 @@ def save_adapter(trainer, tokenizer, recipe: Recipe, data_summary: dict, metrics
     out.mkdir(parents=True, exist_ok=True)
     model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
     state = gathered_adapter_state(trainer, model)  # every rank: a collective under ZeRO-3
-    main = bool(getattr(getattr(trainer, "accelerator", None), "is_main_process", True))
-    if state is None:
-        model.save_pretrained(str(out))
-    else:
-        model.save_pretrained(str(out), state_dict=state, is_main_process=main)
+    if not getattr(getattr(trainer, "accelerator", None), "is_main_process", True):
+        return out  # one writer
+    model.save_pretrained(str(out), **({} if state is None else {"state_dict": state}))
     tokenizer.save_pretrained(str(out))
     (out / "recipe.yaml").write_text(yaml.safe_dump(recipe.dump(), sort_keys=False))
     (out / "training_data.json").write_text(json.dumps(data_summary, indent=2, default=str))
