@@ -247,6 +247,7 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     from .run.printers import JsonPrinter, ProgressPrinter
     from .run.solve import continue_with_session_model, load_session, resolve_model, samples_candidates
     from .run.solve import solve as run_solve
+    from .run.telemetry import subscribe_telemetry
     from .status import ExitStatus
     from .task import Task
     from .visible import visible
@@ -266,6 +267,7 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     if config.sandbox.kind == "local":
         click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
     events = EventBus(JsonPrinter(deltas=json_deltas) if as_json else ProgressPrinter(compact=samples_candidates(config, resumed)))
+    subscribe_telemetry(events)  # CODEAGENT_ENABLE_TELEMETRY=1 (run/telemetry.py)
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
     try:

@@ -1,0 +1,251 @@
+"""OpenTelemetry through the real CLI: `solve` with CODEAGENT_ENABLE_TELEMETRY=1 sends its spans and metrics to an
+OTLP/HTTP receiver on 127.0.0.1 that decodes them; without it nothing is sent and no OpenTelemetry is imported;
+a collector that is down or hangs never fails the run nor holds it past a bounded flush."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from codeagent.run.examples import example_replay, example_task
+from codeagent.trajectory.store import TrajectoryStore
+
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+SECRET = "sk-telemetry-never-sent-0123456789"
+
+
+class Receiver:
+    """An OTLP/HTTP collector: POST /v1/traces and /v1/metrics, protobuf bodies decoded and kept."""
+
+    def __init__(self, hang: bool = False):
+        self.requests: list[tuple[str, dict, bytes]] = []
+        self.hang = threading.Event() if hang else None
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                if receiver.hang is not None:
+                    receiver.hang.wait(120)  # a collector that takes the data and never answers
+                    return
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def spans(self) -> list:
+        found = []
+        for path, _, body in self.requests:
+            if path == "/v1/traces":
+                request = ExportTraceServiceRequest.FromString(body)
+                found += [(resource.resource, span) for resource in request.resource_spans
+                          for scope in resource.scope_spans for span in scope.spans]
+        return found
+
+    def metrics(self) -> dict[str, list]:
+        """Each metric's data points (sums and histograms) over every export, by name."""
+        found: dict[str, list] = {}
+        for path, _, body in self.requests:
+            if path == "/v1/metrics":
+                request = ExportMetricsServiceRequest.FromString(body)
+                for resource in request.resource_metrics:
+                    for scope in resource.scope_metrics:
+                        for metric in scope.metrics:
+                            data = metric.sum if metric.HasField("sum") else metric.histogram
+                            found.setdefault(metric.name, []).extend(data.data_points)
+        return found
+
+    def close(self):
+        if self.hang is not None:
+            self.hang.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    served = Receiver()
+    yield served
+    served.close()
+
+
+def attrs(item) -> dict:
+    values = {}
+    for kv in item.attributes:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        values[kv.key] = list(v.string_value for v in value.array_value.values) if kind == "array_value" \
+            else getattr(value, kind)
+    return values
+
+
+@pytest.fixture
+def env(tmp_path):
+    base = {key: value for key, value in os.environ.items()
+            if not key.startswith(("OTEL_", "CODEAGENT_ENABLE_TELEMETRY", "CODEAGENT_TELEMETRY"))}
+    return {**base, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
+            "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml"), "OPENAI_API_KEY": SECRET,
+            "OTEL_METRIC_EXPORT_INTERVAL": "600000"}  # the metrics come with the flush at the end
+
+
+def solve(env: dict, *extra: str) -> subprocess.CompletedProcess:
+    args = ["solve", "--example", "cart", "--json", "--sandbox", "local",
+            "--model", f"replay:{example_replay('cart')}", *extra]
+    return subprocess.run([sys.executable, "-m", "codeagent.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_a_run_sends_its_span_tree_and_metrics_to_an_otlp_receiver(receiver, env, tmp_path):
+    env.update(CODEAGENT_ENABLE_TELEMETRY="1", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+               OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+               OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer collector-token",
+               OTEL_SERVICE_NAME="agents-of-team-a", OTEL_RESOURCE_ATTRIBUTES="team=a,deployment.environment=ci")
+    proc = solve(env)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    finished = events[-1]
+    trajectory = TrajectoryStore(tmp_path / "trajs").load(finished["trajectory_id"])
+    assert trajectory.steps and finished["exit_status"] == "submitted"
+
+    assert {path for path, _, _ in receiver.requests} == {"/v1/traces", "/v1/metrics"}
+    assert all(headers.get("authorization") == "Bearer collector-token" for _, headers, _ in receiver.requests)
+    assert all(headers.get("content-type") == "application/x-protobuf" for _, headers, _ in receiver.requests)
+    spans = receiver.spans()
+    resource = attrs(spans[0][0])
+    assert resource["service.name"] == "agents-of-team-a"
+    assert resource["team"] == "a" and resource["deployment.environment"] == "ci"
+
+    by_id = {span.span_id: span for _, span in spans}
+    runs = [span for _, span in spans if attrs(span).get("gen_ai.operation.name") == "invoke_agent"]
+    assert len(runs) == 1 and not runs[0].parent_span_id
+    run = runs[0]
+    assert attrs(run)["gen_ai.conversation.id"] == trajectory.id
+    assert attrs(run)["codeagent.exit_status"] == "submitted"
+    assert attrs(run)["codeagent.steps"] == len(trajectory.steps)
+    steps = sorted((span for _, span in spans if span.parent_span_id == run.span_id), key=lambda s: s.start_time_unix_nano)
+    assert [attrs(step)["codeagent.step"] for step in steps] == [step.index for step in trajectory.steps]
+    assert all({span.trace_id for _, span in spans} == {run.trace_id} for _ in [0])
+
+    for step, recorded in zip(steps, trajectory.steps):
+        children = [span for span in by_id.values() if span.parent_span_id == step.span_id]
+        chats = [span for span in children if attrs(span)["gen_ai.operation.name"] == "chat"]
+        tools = [span for span in children if attrs(span)["gen_ai.operation.name"] == "execute_tool"]
+        assert len(chats) == 1 and len(children) == 1 + len(tools)
+        chat = attrs(chats[0])
+        assert chat["gen_ai.request.model"] == trajectory.model
+        assert chat["gen_ai.provider.name"] == chat["gen_ai.system"] == "codeagent.replay"
+        assert chat["gen_ai.usage.input_tokens"] == recorded.prompt_tokens
+        assert chat["gen_ai.usage.output_tokens"] == recorded.completion_tokens
+        assert chats[0].name == f"chat {trajectory.model}"
+        assert step.start_time_unix_nano <= chats[0].start_time_unix_nano < chats[0].end_time_unix_nano
+        assert [(attrs(span)["gen_ai.tool.name"], attrs(span)["gen_ai.tool.call.id"]) for span in tools] == \
+            [(call.name, call.id) for call in recorded.tool_calls]
+        for span, call in zip(tools, recorded.tool_calls):
+            tool = attrs(span)
+            assert tool.get("codeagent.tool.exit_code") == call.exit_code
+            assert tool["codeagent.tool.duration_s"] == pytest.approx(call.seconds, abs=1e-3)
+            assert tool["codeagent.tool.outcome"] in {"success", "error"}
+            assert chats[0].end_time_unix_nano <= span.start_time_unix_nano <= span.end_time_unix_nano
+    assert sum(len(step.tool_calls) for step in trajectory.steps) > 0
+
+    metrics = receiver.metrics()
+    tokens = {attrs(point)["gen_ai.token.type"]: point.as_int for point in metrics["codeagent.token.usage"]}
+    assert tokens == {"input": sum(step.prompt_tokens for step in trajectory.steps),
+                      "output": sum(step.completion_tokens for step in trajectory.steps)}
+    calls: dict[str, int] = {}
+    for step in trajectory.steps:
+        for call in step.tool_calls:
+            calls[call.name] = calls.get(call.name, 0) + 1
+    counted: dict[str, int] = {}
+    for point in metrics["codeagent.tool.calls"]:
+        counted[attrs(point)["gen_ai.tool.name"]] = counted.get(attrs(point)["gen_ai.tool.name"], 0) + point.as_int
+    assert counted == calls
+    assert [attrs(point)["codeagent.exit_status"] for point in metrics["codeagent.runs"]] == ["submitted"]
+    assert sum(point.count for point in metrics["gen_ai.client.operation.duration"]) == len(trajectory.steps)
+
+    # no prompt, reply, command or output text, and never the key
+    sent = b"".join(body for _, _, body in receiver.requests)
+    problem = example_task("cart")["problem_statement"]
+    replies = [message["content"] for message in trajectory.messages if message["role"] == "assistant"
+               and isinstance(message.get("content"), str) and len(message["content"]) > 20]
+    outputs = [event["output"] for event in events if event["kind"] == "observation" and len(event["output"]) > 20]
+    assert replies and outputs
+    for text in [problem[:60], *(reply[:40] for reply in replies), *(output[:40] for output in outputs)]:
+        assert text.encode() not in sent, text
+    assert SECRET.encode() not in sent and b"collector-token" not in sent
+
+
+def test_prompts_are_sent_only_when_asked_and_capped(receiver, env):
+    env.update(CODEAGENT_ENABLE_TELEMETRY="1", CODEAGENT_TELEMETRY_LOG_PROMPTS="1",
+               OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+    proc = solve(env)
+    assert proc.returncode == 0, proc.stderr
+    outputs = [json.loads(line)["output"] for line in proc.stdout.splitlines() if '"observation"' in line]
+    results = [attrs(span)["gen_ai.tool.call.result"] for _, span in receiver.spans()
+               if "gen_ai.tool.call.result" in attrs(span)]
+    assert results == [output[:4096] for output in outputs]
+    assert SECRET.encode() not in b"".join(body for _, _, body in receiver.requests)
+
+
+def test_without_the_variable_nothing_is_sent_nor_imported(receiver, env):
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+    code = ("import json, runpy, sys\n"
+            f"sys.argv = ['codeagent', 'solve', '--example', 'cart', '--json', '--sandbox', 'local', "
+            f"'--model', {('replay:' + str(example_replay('cart')))!r}]\n"
+            "try:\n    runpy.run_module('codeagent.cli', run_name='__main__')\n"
+            "except SystemExit as stop:\n    code = stop.code\n"
+            "print(json.dumps({'code': code, 'otel': sorted(m for m in sys.modules if m.startswith('opentelemetry'))}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result == {"code": 0, "otel": []}, proc.stderr
+    assert receiver.requests == []
+
+
+def closed_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("collector", ["closed port", "hangs"])
+def test_a_collector_down_or_hanging_neither_fails_nor_holds_the_run(env, collector):
+    hanging = Receiver(hang=True) if collector == "hangs" else None
+    try:
+        env.update(CODEAGENT_ENABLE_TELEMETRY="1", OTEL_EXPORTER_OTLP_ENDPOINT=hanging.url if hanging else closed_port(),
+                   OTEL_EXPORTER_OTLP_TIMEOUT="600")  # the exporter alone would wait ten minutes
+        started = time.monotonic()
+        proc = solve(env)
+        took = time.monotonic() - started
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout.splitlines()[-1])["exit_status"] == "submitted"
+        assert took < 120, took  # the run (seconds) and the flush (2 s), not the exporter's 600 s
+        if hanging:
+            assert hanging.requests  # it was reached, and held the export
+    finally:
+        if hanging:
+            hanging.close()
