@@ -244,8 +244,44 @@ def test_a_collector_down_or_hanging_neither_fails_nor_holds_the_run(env, collec
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout.splitlines()[-1])["exit_status"] == "submitted"
         assert took < 120, took  # the run (seconds) and the flush (2 s), not the exporter's 600 s
+        assert proc.stderr.count("telemetry:") <= 1 and "Traceback" not in proc.stderr, proc.stderr
         if hanging:
             assert hanging.requests  # it was reached, and held the export
     finally:
         if hanging:
             hanging.close()
+
+
+def test_approvals_by_decision_and_source(receiver, env, tmp_path):
+    """The user's PreToolUse hooks refuse every bash call and allow every edit: the tool spans and the
+    approvals metric say so."""
+    allow = json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}})
+    config = tmp_path / "user.yaml"
+    config.write_text(json.dumps({"hooks": {"PreToolUse": [
+        {"matcher": "^bash$", "hooks": [{"command": "echo 'no shell today' >&2; exit 2"}]},
+        {"matcher": "^editor$", "hooks": [{"command": f"echo '{allow}'"}]}]}}))
+    env.update(CODEAGENT_ENABLE_TELEMETRY="1", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, CODEAGENT_CONFIG=str(config))
+    proc = solve(env)
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    observed = [event for event in events if event["kind"] == "observation"]
+    assert "no shell today" in next(event["output"] for event in observed if event["tool"] == "bash")
+    expected: dict[tuple, int] = {}
+    for event in observed:
+        if event["tool"] in ("bash", "editor"):
+            key = ("reject" if event["tool"] == "bash" else "accept", "hook", event["tool"])
+            expected[key] = expected.get(key, 0) + 1
+    assert set(expected) == {("reject", "hook", "bash"), ("accept", "hook", "editor")}
+    counted = {(attrs(point)["decision"], attrs(point)["source"], attrs(point)["gen_ai.tool.name"]): point.as_int
+               for point in receiver.metrics()["codeagent.approvals"]}
+    assert counted == expected
+    tools = [attrs(span) for _, span in receiver.spans() if attrs(span).get("gen_ai.operation.name") == "execute_tool"]
+    for tool in tools:
+        if tool["gen_ai.tool.name"] == "bash":
+            assert tool["codeagent.approval.decision"] == "reject" and tool["codeagent.tool.outcome"] == "error"
+            assert "codeagent.tool.exit_code" not in tool
+        elif tool["gen_ai.tool.name"] == "editor":
+            assert tool["codeagent.approval.decision"] == "accept" and tool["codeagent.approval.source"] == "hook"
+        else:
+            assert "codeagent.approval.decision" not in tool
+    outcomes = {(attrs(point)["gen_ai.tool.name"], attrs(point)["outcome"]) for point in receiver.metrics()["codeagent.tool.calls"]}
+    assert ("bash", "error") in outcomes

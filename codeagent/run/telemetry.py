@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import sys
 import threading
@@ -102,6 +103,7 @@ class Telemetry:
         from .. import __version__
 
         self._trace = trace
+        _tell_export_failures_once()
         attributes = {"service.version": __version__}
         if SERVICE_NAME not in OTELResourceDetector().detect().attributes:  # OTEL_SERVICE_NAME and
             attributes[SERVICE_NAME] = "codeagent"  # OTEL_RESOURCE_ATTRIBUTES name it first
@@ -283,6 +285,26 @@ class Telemetry:
         deadline = time.monotonic() + seconds
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Once(logging.Handler):
+    """The SDK's complaints (a collector down: one per retry) as one line on stderr, the first."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.told = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.told:
+            self.told = True
+            print(f"telemetry: {record.getMessage()[:300]} (further export errors are not shown)", file=sys.stderr)
+
+
+def _tell_export_failures_once() -> None:
+    log = logging.getLogger("opentelemetry")
+    if not log.handlers:  # an application that set up its own logging keeps it
+        log.addHandler(_Once())
+        log.propagate = False
 
 
 class _Run:
