@@ -285,3 +285,52 @@ def test_approvals_by_decision_and_source(receiver, env, tmp_path):
             assert "codeagent.approval.decision" not in tool
     outcomes = {(attrs(point)["gen_ai.tool.name"], attrs(point)["outcome"]) for point in receiver.metrics()["codeagent.tool.calls"]}
     assert ("bash", "error") in outcomes
+
+
+def solve_served(receiver, server, make_repo, env) -> subprocess.CompletedProcess:
+    """`solve` with the scripted OpenAI-compatible server's model (tests/conftest.py `server`)."""
+    env.pop("OPENAI_API_KEY")
+    env.update(CODEAGENT_ENABLE_TELEMETRY="1", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+    return subprocess.run([sys.executable, "-m", "codeagent.cli", "solve", "--repo", str(make_repo({"app.py": "\n"})),
+                           "--issue", "Print one.", "--model", "openai/test-model", "--api-base", server.base,
+                           "--set", "agent.localize=false", "--sandbox", "local", "--json"],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_served_model_names_its_provider_the_answering_model_and_its_retries(receiver, server, make_repo, env):
+    """Through LiteLLM to the scripted OpenAI-compatible server: the server's own model name is the
+    response model, and a 503 that was retried is an event of the model call's span."""
+    from tests.test_models_litellm import completion, tool_call
+
+    edit = json.dumps({"command": "echo 'print(1)' > app.py"})
+    server.replies += [  # whole replies: LiteLLM's streams name the model asked for, not the server's
+        (503, {"error": {"message": "overloaded"}}),
+        (200, completion({"content": "Editing.", "tool_calls": [tool_call(edit)]}, "tool_calls", model="test-model-0613")),
+        (200, completion({"content": "Done.", "tool_calls": [tool_call("{}", "submit", "call_b")]}, "tool_calls",
+                         model="test-model-0613"))]
+    proc = solve_served(receiver, server, make_repo, env)
+    assert proc.returncode == 0, proc.stderr
+    chats = sorted((span for _, span in receiver.spans() if attrs(span).get("gen_ai.operation.name") == "chat"),
+                   key=lambda span: span.start_time_unix_nano)
+    assert [attrs(span)["gen_ai.response.model"] for span in chats] == ["test-model-0613"] * 2
+    first = attrs(chats[0])
+    assert first["gen_ai.request.model"] == "openai/test-model" and first["gen_ai.provider.name"] == "openai"
+    assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (120, 30)
+    assert first["gen_ai.response.finish_reasons"] == ["tool_calls"]
+    assert [event.name for event in chats[0].events] == ["model_retry"] and not chats[1].events
+    assert "overloaded" in attrs(chats[0].events[0])["reason"]
+    assert chats[0].start_time_unix_nano < chats[0].events[0].time_unix_nano < chats[0].end_time_unix_nano
+
+
+def test_a_model_call_that_fails_is_a_span_in_error(receiver, server, make_repo, env):
+    server.replies += [(400, {"error": {"message": "this request is malformed"}})]
+    proc = solve_served(receiver, server, make_repo, env)
+    assert proc.returncode == 5, proc.stderr
+    spans = {span.name: span for _, span in receiver.spans()}
+    assert set(spans) == {"invoke_agent codeagent", "step 0", "chat openai/test-model"}
+    chat, run = spans["chat openai/test-model"], spans["invoke_agent codeagent"]
+    assert chat.parent_span_id == spans["step 0"].span_id
+    assert attrs(chat)["error.type"] == attrs(run)["error.type"] == "model_error"
+    assert chat.status.code == run.status.code == 2  # STATUS_CODE_ERROR
+    assert "malformed" in chat.status.message
+    assert "gen_ai.usage.input_tokens" not in attrs(chat)

@@ -161,7 +161,7 @@ class Telemetry:
         run.end_step()
         run.step = self.tracer.start_span(f"step {event.step}", context=self._trace.set_span_in_context(run.span),
                                           attributes={"codeagent.step": event.step}, start_time=_ns(event.time))
-        run.step_index, run.last = event.step, event.time
+        run.step_index, run.last, run.step_started, run.answered = event.step, event.time, event.time, False
 
     def _on_model_retry(self, event: ModelRetry) -> None:
         run = self._runs.get(event.run_id)
@@ -172,10 +172,10 @@ class Telemetry:
         run = self._runs.get(event.run_id)
         if run is None:
             return
+        run.answered = True
         provider = provider_name(run.model)
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.system": provider,
-            "gen_ai.request.model": run.model, "gen_ai.usage.input_tokens": event.prompt_tokens,
+            **self._chat_attributes(run), "gen_ai.usage.input_tokens": event.prompt_tokens,
             "gen_ai.usage.output_tokens": event.completion_tokens, "codeagent.step": event.step,
             "codeagent.tool_calls": len(event.tool_calls)}
         if event.response_model:
@@ -189,13 +189,7 @@ class Telemetry:
         if self.log_prompts:
             attributes["gen_ai.output.text"] = event.text[:TEXT_CHARS]
         started = event.started or event.time
-        span = self.tracer.start_span(f"chat {run.model}", context=run.step_context(self._trace),
-                                      attributes=attributes, start_time=_ns(started))
-        for retry in run.retries:
-            span.add_event("model_retry", {"attempt": retry.attempt, "reason": retry.reason[:200],
-                                           "wait_s": retry.wait}, timestamp=_ns(retry.time))
-        run.retries.clear()
-        span.end(end_time=_ns(event.time))
+        self._chat_span(run, attributes, started).end(end_time=_ns(event.time))
         run.last = event.time
         common = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": run.model}
         for kind, count in (("input", event.prompt_tokens), ("output", event.completion_tokens)):
@@ -208,6 +202,21 @@ class Telemetry:
     def _on_patch_changed(self, event: Event) -> None:
         if (run := self._runs.get(event.run_id)) is not None:
             run.last = event.time
+
+    @staticmethod
+    def _chat_attributes(run: _Run) -> dict[str, Any]:
+        provider = provider_name(run.model)
+        return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.system": provider,
+                "gen_ai.request.model": run.model}
+
+    def _chat_span(self, run: _Run, attributes: dict, started: float):
+        span = self.tracer.start_span(f"chat {run.model}", context=run.step_context(self._trace),
+                                      attributes=attributes, start_time=_ns(started))
+        for retry in run.retries:
+            span.add_event("model_retry", {"attempt": retry.attempt, "reason": retry.reason[:200],
+                                           "wait_s": retry.wait}, timestamp=_ns(retry.time))
+        run.retries.clear()
+        return span
 
     def _on_tool_called(self, event: ToolCalled) -> None:
         run = self._runs.get(event.run_id)
@@ -257,8 +266,15 @@ class Telemetry:
         for span in run.tools.values():  # a call the run did not see through
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, "unfinished"))
             span.end(end_time=_ns(event.time))
-        run.end_step()
         status = str(event.exit_status)
+        if run.step is not None and not run.answered:  # the run ended while the model was asked (the step's
+            # own time: the model was asked as it began)
+            span = self._chat_span(run, {**self._chat_attributes(run), "codeagent.step": run.step_index,
+                                         "error.type": status}, run.step_started)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.message[:300] or status))
+            span.end(end_time=_ns(event.time))
+            run.last = event.time
+        run.end_step()
         run.span.set_attributes({"codeagent.exit_status": status, "codeagent.steps": event.steps,
                                  "codeagent.cost_usd": event.cost, "codeagent.wall_seconds": event.seconds})
         if status in FAILED:
@@ -314,6 +330,8 @@ class _Run:
         self.span, self.model = span, model
         self.step = None
         self.step_index = -1
+        self.step_started = 0.0
+        self.answered = False  # the open step's model call has answered
         self.last = 0.0  # when the open step's latest event happened: where it ends
         self.tools: dict[str, Any] = {}  # call id: its open span
         self.retries: list[ModelRetry] = []
