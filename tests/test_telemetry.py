@@ -334,3 +334,39 @@ def test_a_model_call_that_fails_is_a_span_in_error(receiver, server, make_repo,
     assert chat.status.code == run.status.code == 2  # STATUS_CODE_ERROR
     assert "malformed" in chat.status.message
     assert "gen_ai.usage.input_tokens" not in attrs(chat)
+
+
+def test_the_tuis_approvals_are_the_users(receiver, make_repo, tmp_path, monkeypatch):
+    """A TUI session (its logic, without Textual) subscribes the same consumer: the user's yes and no are
+    approvals of source `user`, a call the approval mode lets through is `config`."""
+    from codeagent.config import Config
+    from codeagent.models import ScriptedModel
+    from codeagent.run import telemetry
+    from codeagent.tui.approval import Decision
+    from codeagent.tui.session import Session
+    from tests.test_tui_session import Recorder, call
+
+    monkeypatch.setattr(telemetry, "_started", [])
+    monkeypatch.setattr(telemetry.atexit, "register", lambda function: None)
+    for key in [key for key in os.environ if key.startswith("OTEL_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("CODEAGENT_ENABLE_TELEMETRY", "1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    turns = [call("navigate", command="ls", path="."), call("bash", command="echo hi > new.txt"),
+             call("bash", command="rm calc.py"), call("submit")]
+    recorder = Recorder([Decision("once"), Decision("deny", "keep it")])
+    config = Config(agent={"localize": False}, sandbox={"kind": "local"}, trajectories_dir=str(tmp_path / "trajs"))
+    session = Session(config, ScriptedModel(turns), repo=str(make_repo({"calc.py": "x = 1\n"})),
+                      store=TrajectoryStore(tmp_path / "trajs"), ask=recorder.ask, emit=recorder.emit)
+    try:
+        assert session.submit("make a file") == "started" and session.wait_idle(60), recorder.notices()
+        assert session.last_status == "submitted", recorder.notices()
+    finally:
+        session.close()
+        telemetry._started[0].close()
+    counted = {(attrs(point)["gen_ai.tool.name"], attrs(point)["decision"], attrs(point)["source"]): point.as_int
+               for point in receiver.metrics()["codeagent.approvals"]}
+    assert counted == {("navigate", "accept", "config"): 1, ("bash", "accept", "user"): 1,
+                       ("bash", "reject", "user"): 1, ("submit", "accept", "config"): 1}
+    runs = [span for _, span in receiver.spans() if span.name == "invoke_agent codeagent"]
+    assert len(runs) == 1 and attrs(runs[0])["gen_ai.conversation.id"] == session.trajectory_id

@@ -132,6 +132,7 @@ class Telemetry:
         self.log_prompts = log_prompts
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
+        self._closed = False
 
     # -- the consumer ----------------------------------------------------------------------------
 
@@ -287,7 +288,11 @@ class Telemetry:
 
     def close(self, seconds: float = FLUSH_SECONDS) -> None:
         """Export what is left, waiting `seconds` at most: a collector that is down or slow delays nothing
-        more (the exports go on in daemon threads that the process's exit ends)."""
+        more (the exports go on in daemon threads that the process's exit ends). Once; then nothing."""
+        if self._closed:
+            return
+        self._closed = True
+
         def shut(provider) -> None:
             try:
                 provider.shutdown()
