@@ -29,6 +29,7 @@ class RunStarted(Event):
     model: str = ""
     sandbox: str = ""
     replay: bool = False
+    provider: str = ""  # where the model's calls go (openai, anthropic, hosted_vllm...), "" when not known
 
 
 @dataclass

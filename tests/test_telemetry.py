@@ -327,9 +327,9 @@ def test_a_model_call_that_fails_is_a_span_in_error(receiver, server, make_repo,
     proc = solve_served(receiver, server, make_repo, env)
     assert proc.returncode == 5, proc.stderr
     spans = {span.name: span for _, span in receiver.spans()}
-    assert set(spans) == {"invoke_agent codeagent", "step 0", "chat openai/test-model"}
+    assert set(spans) == {"invoke_agent codeagent", "step", "chat openai/test-model"}
     chat, run = spans["chat openai/test-model"], spans["invoke_agent codeagent"]
-    assert chat.parent_span_id == spans["step 0"].span_id
+    assert chat.parent_span_id == spans["step"].span_id
     assert attrs(chat)["error.type"] == attrs(run)["error.type"] == "model_error"
     assert chat.status.code == run.status.code == 2  # STATUS_CODE_ERROR
     assert "malformed" in chat.status.message
@@ -370,3 +370,16 @@ def test_the_tuis_approvals_are_the_users(receiver, make_repo, tmp_path, monkeyp
                        ("bash", "reject", "user"): 1, ("submit", "accept", "config"): 1}
     runs = [span for _, span in receiver.spans() if span.name == "invoke_agent codeagent"]
     assert len(runs) == 1 and attrs(runs[0])["gen_ai.conversation.id"] == session.trajectory_id
+
+
+def test_the_provider_is_litellms_and_an_error_never_carries_a_key(monkeypatch):
+    from codeagent.models.litellm_model import LiteLLMModel
+    from codeagent.run.telemetry import provider_name, scrub
+
+    assert [LiteLLMModel(name).provider for name in ("gpt-4o", "claude-sonnet-4-20250514", "hosted_vllm/qwen")] \
+        == ["openai", "anthropic", "hosted_vllm"]
+    assert [provider_name(name) for name in ("replay:/x/y.jsonl", "hf:Qwen/Qwen3", "anthropic/claude", "gpt-4o")] \
+        == ["codeagent.replay", "codeagent.hf", "anthropic", ""]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-0123456789abcdef")
+    assert scrub("AuthenticationError: invalid x-api-key sk-ant-0123456789abcdef") == \
+        "AuthenticationError: invalid x-api-key <hidden>"

@@ -75,16 +75,27 @@ def start_telemetry(warn=None) -> Telemetry | None:
         return None
 
 
+def scrub(text: str, limit: int = 300) -> str:
+    """An error's text as a span may carry it: capped, and no value of a secret-looking variable in it
+    (a provider's error may quote the key it was given)."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and name.upper().endswith(("API_KEY", "_KEY", "TOKEN", "SECRET", "PASSWORD")):
+            text = text.replace(value, "<hidden>")
+    return text[:limit]
+
+
 def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
-def provider_name(model: str) -> str:
-    """The gen_ai.provider.name of a model as codeagent names it: LiteLLM's provider/ prefix, a scheme of
-    ours (replay:, hf:...), else OpenAI (LiteLLM's reading of a bare name like gpt-4o)."""
+def provider_name(model: str, told: str = "") -> str:
+    """The gen_ai.provider.name: as the model told it (LiteLLM's provider), else a scheme of ours (replay:,
+    hf:...) as codeagent.SCHEME, else a provider/ prefix; "" when none says."""
+    if told:
+        return told
     if ":" in model.split("/", 1)[0]:
         return "codeagent." + model.split(":", 1)[0]
-    return model.split("/", 1)[0] if "/" in model else "openai"
+    return model.split("/", 1)[0] if "/" in model else ""
 
 
 class Telemetry:
@@ -147,20 +158,20 @@ class Telemetry:
             print(f"telemetry: {type(error).__name__}: {error}", file=sys.stderr)
 
     def _on_run_started(self, event: RunStarted) -> None:
+        run = _Run(None, event.model, provider_name(event.model, event.provider))
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "codeagent",
-                      "gen_ai.conversation.id": event.run_id, "gen_ai.request.model": event.model,
-                      "gen_ai.provider.name": provider_name(event.model), "gen_ai.system": provider_name(event.model),
+                      "gen_ai.conversation.id": event.run_id, **self._model_attributes(run),
                       "codeagent.task_id": event.task_id, "codeagent.sandbox": event.sandbox,
                       "codeagent.replay": event.replay}
-        span = self.tracer.start_span("invoke_agent codeagent", attributes=attributes, start_time=_ns(event.time))
-        self._runs[event.run_id] = _Run(span, event.model)
+        run.span = self.tracer.start_span("invoke_agent codeagent", attributes=attributes, start_time=_ns(event.time))
+        self._runs[event.run_id] = run
 
     def _on_step_started(self, event: StepStarted) -> None:
         run = self._runs.get(event.run_id)
         if run is None:
             return
         run.end_step()
-        run.step = self.tracer.start_span(f"step {event.step}", context=self._trace.set_span_in_context(run.span),
+        run.step = self.tracer.start_span("step", context=self._trace.set_span_in_context(run.span),
                                           attributes={"codeagent.step": event.step}, start_time=_ns(event.time))
         run.step_index, run.last, run.step_started, run.answered = event.step, event.time, event.time, False
 
@@ -174,7 +185,6 @@ class Telemetry:
         if run is None:
             return
         run.answered = True
-        provider = provider_name(run.model)
         attributes: dict[str, Any] = {
             **self._chat_attributes(run), "gen_ai.usage.input_tokens": event.prompt_tokens,
             "gen_ai.usage.output_tokens": event.completion_tokens, "codeagent.step": event.step,
@@ -192,7 +202,7 @@ class Telemetry:
         started = event.started or event.time
         self._chat_span(run, attributes, started).end(end_time=_ns(event.time))
         run.last = event.time
-        common = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": run.model}
+        common = {"gen_ai.operation.name": "chat", **self._model_attributes(run, system=False)}
         for kind, count in (("input", event.prompt_tokens), ("output", event.completion_tokens)):
             self.tokens.add(count, {**common, "gen_ai.token.type": kind})
             self.token_histogram.record(count, {**common, "gen_ai.token.type": kind})
@@ -205,16 +215,18 @@ class Telemetry:
             run.last = event.time
 
     @staticmethod
-    def _chat_attributes(run: _Run) -> dict[str, Any]:
-        provider = provider_name(run.model)
-        return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.system": provider,
-                "gen_ai.request.model": run.model}
+    def _model_attributes(run: _Run, system: bool = True) -> dict[str, Any]:
+        named = {"gen_ai.provider.name": run.provider, **({"gen_ai.system": run.provider} if system else {})}
+        return {"gen_ai.request.model": run.model, **(named if run.provider else {})}
+
+    def _chat_attributes(self, run: _Run) -> dict[str, Any]:
+        return {"gen_ai.operation.name": "chat", **self._model_attributes(run)}
 
     def _chat_span(self, run: _Run, attributes: dict, started: float):
         span = self.tracer.start_span(f"chat {run.model}", context=run.step_context(self._trace),
                                       attributes=attributes, start_time=_ns(started))
         for retry in run.retries:
-            span.add_event("model_retry", {"attempt": retry.attempt, "reason": retry.reason[:200],
+            span.add_event("model_retry", {"attempt": retry.attempt, "reason": scrub(retry.reason),
                                            "wait_s": retry.wait}, timestamp=_ns(retry.time))
         run.retries.clear()
         return span
@@ -272,7 +284,7 @@ class Telemetry:
             # own time: the model was asked as it began)
             span = self._chat_span(run, {**self._chat_attributes(run), "codeagent.step": run.step_index,
                                          "error.type": status}, run.step_started)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.message[:300] or status))
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, scrub(event.message) or status))
             span.end(end_time=_ns(event.time))
             run.last = event.time
         run.end_step()
@@ -331,8 +343,8 @@ def _tell_export_failures_once() -> None:
 class _Run:
     """One run's open spans."""
 
-    def __init__(self, span, model: str):
-        self.span, self.model = span, model
+    def __init__(self, span, model: str, provider: str):
+        self.span, self.model, self.provider = span, model, provider
         self.step = None
         self.step_index = -1
         self.step_started = 0.0
