@@ -383,3 +383,20 @@ def test_the_provider_is_litellms_and_an_error_never_carries_a_key(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-0123456789abcdef")
     assert scrub("AuthenticationError: invalid x-api-key sk-ant-0123456789abcdef") == \
         "AuthenticationError: invalid x-api-key <hidden>"
+
+
+def test_candidates_are_runs_of_their_own(receiver, env):
+    """--candidates 2: two runs side by side (their events from their own threads), each its own whole tree."""
+    env.update(CODEAGENT_ENABLE_TELEMETRY="1", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+    proc = solve(env, "--candidates", "2")
+    assert proc.returncode == 0, proc.stderr
+    started = [json.loads(line)["run_id"] for line in proc.stdout.splitlines() if '"run_started"' in line]
+    spans = [span for _, span in receiver.spans()]
+    runs = {attrs(span)["gen_ai.conversation.id"]: span for span in spans if span.name == "invoke_agent codeagent"}
+    assert sorted(runs) == sorted(started) and len(started) == 2
+    for run in runs.values():
+        tree = [span for span in spans if span.trace_id == run.trace_id]
+        steps = [span for span in tree if span.parent_span_id == run.span_id]
+        assert steps and all(span.name == "step" for span in steps)
+        assert len(tree) == 1 + len(steps) + sum(1 for span in tree if span.parent_span_id in {s.span_id for s in steps})
+        assert attrs(run)["codeagent.steps"] == len(steps)
