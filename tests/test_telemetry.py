@@ -297,12 +297,12 @@ def test_approvals_by_decision_and_source(receiver, env, tmp_path):
     assert ("bash", "error") in outcomes
 
 
-def solve_served(receiver, server, make_repo, env) -> subprocess.CompletedProcess:
+def solve_served(receiver, server, make_repo, env, model="openai/test-model") -> subprocess.CompletedProcess:
     """`solve` with the scripted OpenAI-compatible server's model (tests/conftest.py `server`)."""
     env.pop("OPENAI_API_KEY")
     env.update(CODEAGENT_ENABLE_TELEMETRY="1", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
     return subprocess.run([sys.executable, "-m", "codeagent.cli", "solve", "--repo", str(make_repo({"app.py": "\n"})),
-                           "--issue", "Print one.", "--model", "openai/test-model", "--api-base", server.base,
+                           "--issue", "Print one.", "--model", model, "--api-base", server.base,
                            "--set", "agent.localize=false", "--sandbox", "local", "--json"],
                           capture_output=True, text=True, env=env, timeout=300)
 
@@ -318,18 +318,26 @@ def test_a_served_model_names_its_provider_the_answering_model_and_its_retries(r
         (200, completion({"content": "Editing.", "tool_calls": [tool_call(edit)]}, "tool_calls", model="test-model-0613")),
         (200, completion({"content": "Done.", "tool_calls": [tool_call("{}", "submit", "call_b")]}, "tool_calls",
                          model="test-model-0613"))]
-    proc = solve_served(receiver, server, make_repo, env)
+    proc = solve_served(receiver, server, make_repo, env, model="openai/gpt-4o")  # a model LiteLLM has a price for
     assert proc.returncode == 0, proc.stderr
+    finished = json.loads(proc.stdout.splitlines()[-1])
+    trajectory = TrajectoryStore(env["CODEAGENT_TRAJECTORY_DIR"]).load(finished["trajectory_id"])
     chats = sorted((span for _, span in receiver.spans() if attrs(span).get("gen_ai.operation.name") == "chat"),
                    key=lambda span: span.start_time_unix_nano)
     assert [attrs(span)["gen_ai.response.model"] for span in chats] == ["test-model-0613"] * 2
     first = attrs(chats[0])
-    assert first["gen_ai.request.model"] == "openai/test-model" and first["gen_ai.provider.name"] == "openai"
+    assert first["gen_ai.request.model"] == "openai/gpt-4o" and first["gen_ai.provider.name"] == "openai"
     assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (120, 30)
     assert first["gen_ai.response.finish_reasons"] == ["tool_calls"]
     assert [event.name for event in chats[0].events] == ["model_retry"] and not chats[1].events
     assert "overloaded" in attrs(chats[0].events[0])["reason"]
     assert chats[0].start_time_unix_nano < chats[0].events[0].time_unix_nano < chats[0].end_time_unix_nano
+    costs = [step.cost for step in trajectory.steps]
+    assert all(cost and cost > 0 for cost in costs)
+    assert [attrs(span)["codeagent.cost_usd"] for span in chats] == pytest.approx(costs)
+    assert sum(point.as_double for point in receiver.metrics()["codeagent.cost.usage"]) == pytest.approx(sum(costs))
+    runs = [span for _, span in receiver.spans() if span.name == "invoke_agent codeagent"]
+    assert attrs(runs[0])["codeagent.cost_usd"] == pytest.approx(trajectory.totals.cost)
 
 
 def test_a_model_call_that_fails_is_a_span_in_error(receiver, server, make_repo, env):
