@@ -147,6 +147,15 @@ class LiteLLMModel:
         response = self._call_with_retries(litellm, request)
         return self._to_response(litellm, response, native, tool_names(tools))
 
+    @property
+    def provider(self) -> str:
+        """Where LiteLLM sends this model (openai, anthropic, hosted_vllm...; telemetry's gen_ai.provider.name);
+        "" when it cannot tell."""
+        try:
+            return _import_litellm().get_llm_provider(self.name)[1] or ""
+        except Exception:  # noqa: BLE001 - an unknown name, or no litellm: the run says so elsewhere
+            return ""
+
     def served(self) -> bool:
         """A model served with vLLM's OpenAI API (codeagent serve, vllm serve): token ids can be asked for.
         Named hosted_vllm/..., or under any prefix (openai/...) at an api_base whose server says so in its
