@@ -213,7 +213,10 @@ class Session:
         if URL_PATTERN.match(self.repo):
             return None
         try:
-            snapshot(self.repo, self.commit)
+            if self.commit is None and Path(self.repo).expanduser().is_dir():
+                snapshot(self.repo, working_tree=True)  # what the task will start from (outside git too)
+            else:
+                snapshot(self.repo, self.commit)
         except WorkspaceError as exc:
             return str(exc)
         return None
