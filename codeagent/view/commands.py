@@ -35,6 +35,7 @@ def view_command(store_dir, evals, training, port) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
+        sock.listen(128)  # connections made as soon as the URL is out wait for the server
     except OSError as error:
         raise click.ClickException(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
     bound = sock.getsockname()[1]
