@@ -222,3 +222,15 @@ def test_training_curves_as_inline_svg(tmp_path):
     for name in ("reward", "kl", "mismatch"):
         assert f'<svg class="curve" id="curve-{name}"' in page
     assert page.count("<polyline points=") == 4
+
+
+def test_help_lists_view_without_importing_the_web_stack():
+    code = ("import sys, runpy; sys.argv = ['codeagent', 'view', '--help']\n"
+            "try: runpy.run_module('codeagent.cli', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "import json; print(json.dumps(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    assert "--evals" in proc.stdout and "--training" in proc.stdout
+    assert not {name for name in loaded if name.split(".")[0] in ("starlette", "uvicorn")}
+    assert "codeagent.view.app" not in loaded

@@ -37,7 +37,7 @@ def host_allowed(host_header: str, port: int) -> bool:
 
 
 def security_headers(nonce: str) -> list[tuple[bytes, bytes]]:
-    policy = (f"default-src 'none'; style-src 'nonce-{nonce}'; img-src 'self'; form-action 'self'; "
+    policy = (f"default-src 'none'; style-src 'nonce-{nonce}'; form-action 'self'; "
               "base-uri 'none'; frame-ancestors 'none'")
     return [(b"content-security-policy", policy.encode()), (b"x-content-type-options", b"nosniff"),
             (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"), (b"cache-control", b"no-store")]
