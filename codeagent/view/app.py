@@ -194,7 +194,7 @@ def create_app(store_dir: str | Path | None, token: str, evals: list[Path] = (),
     app = Starlette(routes=[
         Route("/", runs_page),
         Route("/runs/{run_id}", run_page),
-        Route("/groups/{group_id}", group_page),
+        Route("/groups/{group_id:path}", group_page),
         Route("/evals/{number:int}", eval_page),
         Route("/training/{number:int}", training_page),
         Route("/api/runs", api_runs),
