@@ -377,12 +377,14 @@ def _mount_groups() -> None:
     from .evals.commands import eval_group
     from .train.commands import grade_command, serve, train_group
     from .trajectory.commands import traj
+    from .view.commands import view_command
 
     traj.add_command(grade_command)  # grading needs the harness, a layer above the trajectory package
     cli.add_command(traj)
     cli.add_command(eval_group)
     cli.add_command(train_group)
     cli.add_command(serve)
+    cli.add_command(view_command)
 
 
 _mount_groups()
