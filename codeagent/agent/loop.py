@@ -75,7 +75,7 @@ class Agent:
         self.model = model
         self.warn = warn or partial(print, file=sys.stderr)  # one-line notices: an MCP server left out...
         self.config = config
-        self.tools = tools or ToolRegistry(config.agent.tools or None)
+        self.tools = tools or ToolRegistry(config.agent.tools or None, enabled=enabled_tools(config))
         self.events = events or EventBus()
         self.store = store or TrajectoryStore(config.trajectory_root())
         self.approver = approver
@@ -155,7 +155,7 @@ class Agent:
             command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude(),
             max_patch_bytes=config.limits.max_patch_bytes,
-            deadline=self._deadline))
+            deadline=self._deadline, web_fetch=config.web_fetch))
         self.context = context
         state = _RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
@@ -428,6 +428,11 @@ class _RunState:
     tool_calls: int = 0  # run in this run (a resumed run counts again from 0)
     edited: bool = False
     patch: str = ""
+
+
+def enabled_tools(config: Config) -> set[str]:
+    """The opt-in tools (`opt_in: true` in tools/*.yaml) the user's config turns on."""
+    return {"web_fetch"} if config.web_fetch.allow else set()
 
 
 def _api_base(model: Model) -> str:

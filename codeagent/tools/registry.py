@@ -28,7 +28,8 @@ def load_tool(path: Path) -> Tool:
         function = getattr(importlib.import_module(module_name), function_name)
         return Tool(name=data["name"], description=data["description"].strip(),
                     parameters=data.get("parameters") or {"type": "object", "properties": {}},
-                    function=function, read_only=_flag(data.get("read_only", False), "read_only"))
+                    function=function, read_only=_flag(data.get("read_only", False), "read_only"),
+                    opt_in=_flag(data.get("opt_in", False), "opt_in"))
     except (KeyError, TypeError, ValueError, ImportError, AttributeError, yaml.YAMLError) as exc:
         raise ToolSpecError(f"bad tool spec {path}: {exc!r}") from exc
 
@@ -51,13 +52,17 @@ def available_tools(folder: Path | None = None) -> dict[str, Path]:
 
 
 class ToolRegistry:
-    def __init__(self, names: list[str] | None = None, folder: Path | None = None):
+    def __init__(self, names: list[str] | None = None, folder: Path | None = None,
+                 enabled: frozenset[str] | set[str] = frozenset()):
+        """`names` (default all) of the tools in `folder`; a spec with `opt_in: true` only when it is in
+        `enabled` (the user's config turned it on), named or not."""
         specs = available_tools(folder)
         wanted = names or list(specs)
         unknown = [name for name in wanted if name not in specs]
         if unknown:
             raise ToolSpecError(f"unknown tool(s) {', '.join(unknown)}; available: {', '.join(specs)}")
-        self.tools = {tool.name: tool for tool in (load_tool(specs[name]) for name in wanted)}
+        tools = (load_tool(specs[name]) for name in wanted)
+        self.tools = {tool.name: tool for tool in tools if not tool.opt_in or tool.name in enabled}
 
     def add(self, tool: Tool) -> bool:
         """Add a tool from elsewhere (an MCP server's); False when the name is taken."""

@@ -42,11 +42,12 @@ RUNNERS = {"bash", "sh", "zsh", "dash", "ksh", "fish", "eval", "exec", "env", "x
 SEPARATORS = {";", "&&", "||", "|", "|&"}
 PUNCTUATION = set("();<>|&")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+REACHES_OUT = {"web_fetch"}  # read-only, but the host reaches the network: asked like a command (or an MCP tool)
 
 
 def classify(tool: str, arguments: dict[str, Any]) -> str:
     """'read', 'edit' or 'command'. Tools we do not know are treated as commands."""
-    if tool in read_only_tools():  # `read_only: true` in tools/*.yaml
+    if tool in read_only_tools() and tool not in REACHES_OUT:  # `read_only: true` in tools/*.yaml
         return "read"
     if tool == "editor":
         return "edit" if arguments.get("command") in EDIT_COMMANDS else "read"
