@@ -142,7 +142,7 @@ def test_a_host_not_on_the_list_is_refused_before_any_request(site):
                        (f"{base}/page", ["*.0.0.1"])]:
         with pytest.raises(ToolError, match="is not on the web_fetch allow-list"):
             fetch(url, allow, 1000, 5)
-    for url, message in [(f"file:///etc/passwd", "only http and https"), (f"ftp://127.0.0.1:{port}/", "only http"),
+    for url, message in [("file:///etc/passwd", "only http and https"), (f"ftp://127.0.0.1:{port}/", "only http"),
                          (f"http://user:pw@127.0.0.1:{port}/page", "credentials")]:
         with pytest.raises(ToolError, match=message):
             fetch(url, ["127.0.0.1"], 1000, 5)

@@ -90,6 +90,8 @@ class Agent:
         self._hooks = Hooks(config.hooks, warn=self.warn)
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
+        self._tools_lock = threading.Lock()
+        self.mcp = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
 
     def interrupt(self) -> None:
         """Stop the running step (from another thread): the command in flight is killed and the
@@ -102,20 +104,29 @@ class Agent:
         """Run until submit or a limit; the configured MCP servers' tools are there while it runs
         (with `keep_tools_open`, from the first run until `close()`: a session's turns share them)."""
         with contextlib.ExitStack() as per_run:
-            if self._open_tools is None:
-                tools = mcp_tools(self.tools, self.config.mcp, self.warn, cancelled=self._interrupted.is_set)
-                if self.keep_tools_open:
-                    self._open_tools = contextlib.ExitStack()
-                    self._open_tools.enter_context(tools)
-                else:
-                    per_run.enter_context(tools)
+            if self.keep_tools_open:
+                self.open_tools()
+            elif self._open_tools is None:
+                per_run.enter_context(mcp_tools(self.tools, self.config.mcp, self.warn,
+                                                cancelled=self._interrupted.is_set))
             return self._run(task, sandbox, **options)
+
+    def open_tools(self):
+        """Start the MCP servers now, if not yet, and keep them until `close()` (a session lists their
+        prompts before its first turn). Their McpServers, or None when none is configured."""
+        with self._tools_lock:
+            if self._open_tools is None:
+                self._open_tools = contextlib.ExitStack()
+                self.mcp = self._open_tools.enter_context(
+                    mcp_tools(self.tools, self.config.mcp, self.warn, cancelled=self._interrupted.is_set))
+            return self.mcp
 
     def close(self) -> None:
         """Close what `keep_tools_open` kept (MCP servers)."""
-        if self._open_tools is not None:
-            self._open_tools.close()
-            self._open_tools = None
+        with self._tools_lock:
+            if self._open_tools is not None:
+                self._open_tools.close()
+                self._open_tools, self.mcp = None, None
 
     def _run(self, task: Task, sandbox: Sandbox, *, localization: str = "", group_id: str | None = None,
              candidate_index: int | None = None, replay: bool = False, resume: Trajectory | None = None,
