@@ -363,3 +363,34 @@ def test_a_prompt_is_a_slash_command_in_the_tui_and_its_rendered_text_is_what_th
     first = [message["content"] for message in model.calls[0] if message["role"] == "user"]
     assert any("Review the parser in a terse style. (rendered by pid" in text for text in first)
     assert session.task.problem_statement.startswith("Review the parser in a terse style.")
+
+
+def test_in_the_tui_help_lists_a_prompt_and_typing_it_sends_the_rendered_text(make_repo, tmp_path):
+    import asyncio
+
+    from codeagent.tui.app import CodeagentApp
+    from codeagent.tui.session import Session
+
+    from .test_tui_app import quit_app, screen_text, send, until
+
+    repo = make_repo({"README.md": "notes\n"})
+    model = ScriptedModel([call("submit")])
+    session = Session(Config(agent={"localize": False}, mcp={"servers": {"notes": stdio()}}), model, repo=str(repo),
+                      mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
+    app = CodeagentApp(session)
+
+    async def drive():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, session.mcp_prompts, timeout=60, what="the MCP server's prompts")
+            await send(pilot, "/help")
+            await pilot.pause(0.1)
+            assert "/mcp__notes__review topic [style]" in screen_text(app)
+            await send(pilot, "/mcp__notes__review parser")
+            await until(pilot, lambda: session.last_status == "empty_submission" and not session.busy, timeout=90,
+                        what="the run the prompt started")
+            assert "› /mcp__notes__review parser" in screen_text(app)
+            await quit_app(pilot, session)
+
+    asyncio.run(drive())
+    first = [message["content"] for message in model.calls[0] if message["role"] == "user"]
+    assert any("Review parser in a short style." in text for text in first)
