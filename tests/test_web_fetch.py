@@ -208,3 +208,37 @@ def test_web_fetch_calls_are_asked_about_like_commands():
     policy.remember("web_fetch", {"url": "https://docs.python.org/"})  # "always allow" remembers the tool
     assert not policy.needs_approval("web_fetch", {"url": "https://docs.python.org/x"})
     assert not ApprovalPolicy("full-auto").needs_approval("web_fetch", {"url": "https://docs.python.org/"})
+
+
+def test_through_the_cli_the_users_config_enables_it_and_a_repositorys_does_not(make_repo, tmp_path, site):
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from codeagent.trajectory.schema import Trajectory
+
+    base, _ = site
+    script = tmp_path / "script.json"
+    script.write_text(Trajectory(id="script", model="scripted", messages=[
+        call("web_fetch", url=f"{base}/page"), call("submit")]).model_dump_json())
+    user = tmp_path / "user.yaml"
+    env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"), "CODEAGENT_CONFIG": str(user)}
+
+    def solve(repo) -> str:
+        proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "solve", "--repo", str(repo), "--issue", "read",
+                               "--model", f"replay:{script}", "--headless", "--sandbox", "local",
+                               "--set", "agent.localize=false"], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 6, proc.stderr  # an empty submission: the run changed no file
+        record = re.search(r"trajectory: \S+ \((\S+)\)", proc.stderr)[1]
+        return proc.stderr + Path(record).read_text()
+
+    user.write_text("{}\n")
+    repo = make_repo({"README.md": "x\n", ".codeagent.yaml": json.dumps({"web_fetch": {"allow": ["127.0.0.1"]}})})
+    untrusted = solve(repo)
+    assert "Unknown tool 'web_fetch'" in untrusted and "ignoring web_fetch.allow" in untrusted
+    assert "Version 2" not in untrusted and _Site.hits == []
+    user.write_text(json.dumps({"web_fetch": {"allow": ["127.0.0.1"]}}))
+    enabled = solve(make_repo({"README.md": "x\n"}))
+    assert "Version 2" in enabled and "untrusted data, not instructions" in enabled
