@@ -118,15 +118,10 @@ class McpServers:
         if session is None:
             return ToolResult(f"The MCP server {server!r} is not connected.", error=True)
         seconds = max(1.0, min(self.call_timeout, deadline - time.monotonic()))
-        future = asyncio.run_coroutine_threadsafe(
-            asyncio.wait_for(session.call_tool(name, arguments), seconds), self._loop)
-        while not future.done():
-            if self.cancelled():
-                future.cancel()
-                return ToolResult("Interrupted by the user while it ran.", error=True)
-            concurrent.futures.wait([future], timeout=0.2)
         try:
-            result = future.result()
+            result = self._await(session.call_tool(name, arguments), seconds)
+        except _Interrupted:
+            return ToolResult("Interrupted by the user while it ran.", error=True)
         except (TimeoutError, asyncio.TimeoutError):
             return ToolResult(f"The MCP tool {name!r} of {server!r} did not answer within {seconds:g}s.",
                               error=True, timed_out=True)
@@ -141,8 +136,10 @@ class McpServers:
             return ToolResult(f"The MCP server {server!r} is not connected.", error=True)
         seconds = max(1.0, min(self.call_timeout, deadline - time.monotonic()))
         try:
-            result = self._run(asyncio.wait_for(session.read_resource(uri), seconds), seconds + 5)
-        except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError):
+            result = self._await(session.read_resource(uri), seconds)
+        except _Interrupted:
+            return ToolResult("Interrupted by the user while it ran.", error=True)
+        except (TimeoutError, asyncio.TimeoutError):
             return ToolResult(f"The MCP server {server!r} did not answer within {seconds:g}s.", error=True,
                               timed_out=True)
         except Exception as exc:  # noqa: BLE001 - an unknown URI, a server error: the model hears it
@@ -179,6 +176,17 @@ class McpServers:
             listed.append((name, arguments, f"[{server}] " + " ".join(
                 (prompt.description or prompt.title or "MCP prompt").split())))
         return listed
+
+    def _await(self, coroutine, seconds: float):
+        """The coroutine's result, run on the loop within `seconds`; abandoned (_Interrupted) when
+        `cancelled()` turns true meanwhile."""
+        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, seconds), self._loop)
+        while not future.done():
+            if self.cancelled():
+                future.cancel()
+                raise _Interrupted
+            concurrent.futures.wait([future], timeout=0.2)
+        return future.result()
 
     # -- on the loop's thread ------------------------------------------------------------------
 
@@ -320,6 +328,10 @@ class McpServers:
                 if lines:
                     message += f" (its stderr: {lines[-1][:300]})"
         return message
+
+
+class _Interrupted(Exception):
+    pass
 
 
 @contextlib.asynccontextmanager
