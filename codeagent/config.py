@@ -170,6 +170,15 @@ class McpSettings(_Section):
     call_timeout: float = Field(120.0, gt=0)  # seconds one tool call may take
 
 
+class WebFetchSettings(_Section):
+    """The web_fetch tool (tools/web_fetch.py): offered only when `allow` names a host. The user's word
+    only (not in REPOSITORY_MAY_SET): it decides what the host reaches."""
+
+    allow: list[str] = []  # host names, "*.example.org" (its subdomains), or IP addresses
+    max_bytes: Positive = 2_000_000  # of one response body; more is cut, with a note
+    timeout: float = Field(20.0, gt=0)  # seconds for one fetch, redirects included
+
+
 class HookCommand(_Section):
     type: Literal["command"] = "command"
     command: str  # run by the shell on the host; the event comes as JSON on stdin, never in this line
@@ -207,6 +216,7 @@ class Config(_Section):
     scaling: ScalingSettings = ScalingSettings()
     mcp: McpSettings = McpSettings()  # never from an untrusted repository: servers run on the host
     hooks: HookSettings = HookSettings()  # never from an untrusted repository: hooks run on the host
+    web_fetch: WebFetchSettings = WebFetchSettings()  # never from an untrusted repository: the host fetches
     images: ImageSettings = ImageSettings()
     trajectories_dir: str | None = None  # None: $CODEAGENT_TRAJECTORY_DIR or ~/.codeagent/trajectories
     trusted_projects: list[str] = []  # repositories whose .codeagent.yaml may set anything

@@ -76,7 +76,7 @@ class Agent:
         self.model = model
         self.warn = warn or partial(print, file=sys.stderr)  # one-line notices: an MCP server left out...
         self.config = config
-        self.tools = tools or ToolRegistry(config.agent.tools or None)
+        self.tools = tools or ToolRegistry(config.agent.tools or None, enabled=enabled_tools(config))
         self.events = events or EventBus()
         self.store = store or TrajectoryStore(config.trajectory_root())
         self.approver = approver
@@ -91,6 +91,8 @@ class Agent:
         self._hooks = Hooks(config.hooks, warn=self.warn)
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
+        self._tools_lock = threading.Lock()
+        self.mcp = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
 
     def interrupt(self) -> None:
         """Stop the running step (from another thread): the command in flight is killed and the
@@ -103,20 +105,29 @@ class Agent:
         """Run until submit or a limit; the configured MCP servers' tools are there while it runs
         (with `keep_tools_open`, from the first run until `close()`: a session's turns share them)."""
         with contextlib.ExitStack() as per_run:
-            if self._open_tools is None:
-                tools = mcp_tools(self.tools, self.config.mcp, self.warn, cancelled=self._interrupted.is_set)
-                if self.keep_tools_open:
-                    self._open_tools = contextlib.ExitStack()
-                    self._open_tools.enter_context(tools)
-                else:
-                    per_run.enter_context(tools)
+            if self.keep_tools_open:
+                self.open_tools()
+            elif self._open_tools is None:
+                per_run.enter_context(mcp_tools(self.tools, self.config.mcp, self.warn,
+                                                cancelled=self._interrupted.is_set))
             return self._run(task, sandbox, **options)
+
+    def open_tools(self):
+        """Start the MCP servers now, if not yet, and keep them until `close()` (a session lists their
+        prompts before its first turn). Their McpServers, or None when none is configured."""
+        with self._tools_lock:
+            if self._open_tools is None:
+                self._open_tools = contextlib.ExitStack()
+                self.mcp = self._open_tools.enter_context(
+                    mcp_tools(self.tools, self.config.mcp, self.warn, cancelled=self._interrupted.is_set))
+            return self.mcp
 
     def close(self) -> None:
         """Close what `keep_tools_open` kept (MCP servers)."""
-        if self._open_tools is not None:
-            self._open_tools.close()
-            self._open_tools = None
+        with self._tools_lock:
+            if self._open_tools is not None:
+                self._open_tools.close()
+                self._open_tools, self.mcp = None, None
 
     def _run(self, task: Task, sandbox: Sandbox, *, localization: str = "", group_id: str | None = None,
              candidate_index: int | None = None, replay: bool = False, resume: Trajectory | None = None,
@@ -158,7 +169,7 @@ class Agent:
             command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude(),
             max_patch_bytes=config.limits.max_patch_bytes,
-            deadline=self._deadline))
+            deadline=self._deadline, web_fetch=config.web_fetch))
         self.context = context
         state = _RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
@@ -343,7 +354,7 @@ class Agent:
             return ToolResult("Not run: the user interrupted the run.", error=True), ("", "")
         if refused := refusal(self.tools, self.mode, call.name, call.arguments):
             return ToolResult(refused, error=True), ("reject", "mode")
-        vouched = self.mode == PLAN  # its plan check found the call read-only: no approval to ask
+        vouched = self.mode == PLAN and not self.tools.opt_in(call.name)  # plan check: read-only, not asked
         hook = self._hooks.pre_tool_use(call.name, call.arguments, call.id)  # hooks.py: allow | deny | ask
         if hook.block:
             return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True), ("reject", "hook")
@@ -439,6 +450,11 @@ class _RunState:
     tool_calls: int = 0  # run in this run (a resumed run counts again from 0)
     edited: bool = False
     patch: str = ""
+
+
+def enabled_tools(config: Config) -> set[str]:
+    """The opt-in tools (`opt_in: true` in tools/*.yaml) the user's config turns on."""
+    return {"web_fetch"} if config.web_fetch.allow else set()
 
 
 def _api_base(model: Model) -> str:

@@ -219,6 +219,15 @@ class CodeagentApp(App[int]):
 
     def _run_command(self, command: SlashCommand) -> None:
         name = resolve(command.name)
+        if name is None and command.name.startswith("mcp__"):  # an MCP server's prompt
+            outcome = self.session.send_prompt(command.name, command.argument)
+            if outcome == "busy":
+                self.transcript.add_notice(f"/{command.name}: wait until the agent stops (Ctrl-C interrupts it).",
+                                           "warning")
+            elif outcome == "started":
+                self.transcript.add_user(f"/{command.name} {command.argument}".strip())
+            self._refresh_status()
+            return
         if name is None:
             self.transcript.add_notice(f"Unknown command /{command.name}: /help lists them.", "warning")
             return
@@ -334,7 +343,7 @@ class CodeagentApp(App[int]):
         self.transcript.add_notice(*rules_command(self.session.policy, argument))
 
     def _command_help(self, argument: str) -> None:
-        self.transcript.add_notice(help_text())
+        self.transcript.add_notice(help_text(self.session.mcp_prompts()))
 
     def _command_quit(self, argument: str) -> None:
         self.action_quit()

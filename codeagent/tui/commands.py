@@ -60,10 +60,12 @@ def resolve(name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def help_text() -> str:
-    width = max(len(f"/{name} {args}".strip()) for name, (args, _) in COMMANDS.items())
+def help_text(extra: list[tuple[str, str, str]] = ()) -> str:
+    """The commands, then `extra` ones (name, arguments, what: MCP servers' prompts), then the keys."""
+    listed = [*((name, args, what) for name, (args, what) in COMMANDS.items()), *extra]
+    width = max(len(f"/{name} {args}".strip()) for name, args, _ in listed)
     lines = ["Commands:"]
-    for name, (args, what) in COMMANDS.items():
+    for name, args, what in listed:
         lines.append(f"  {f'/{name} {args}'.strip():<{width}}  {what}")
     lines.append("Keys:")
     key_width = max(len(key) for key, _ in KEYS)
