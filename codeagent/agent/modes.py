@@ -24,15 +24,18 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def offered_specs(tools: ToolRegistry, mode: str) -> list[dict]:
-    """The tool specs the model is given in this mode."""
+def offered_specs(tools: ToolRegistry, mode: str, only: frozenset[str] | None = None) -> list[dict]:
+    """The tool specs the model is given in this mode (`only`: a custom command's allowed-tools)."""
+    specs = [spec for spec in tools.specs() if only is None or _name(spec) in only]
     if mode != PLAN:
-        return tools.specs()
-    return [spec for spec in tools.specs() if tools.read_only(_name(spec))]
+        return specs
+    return [spec for spec in specs if tools.read_only(_name(spec))]
 
 
-def refusal(tools: ToolRegistry, mode: str, name: str) -> str | None:
+def refusal(tools: ToolRegistry, mode: str, name: str, only: frozenset[str] | None = None) -> str | None:
     """Why a call is not run in this mode (the model asked for a tool it was not offered), or None."""
+    if only is not None and name not in only:
+        return f"Not run: this turn's command allows only the tools {', '.join(sorted(only))}."
     if mode == PLAN and not tools.read_only(name):
         return (f"Not run: plan mode is on, so only read-only tools are offered and `{name}` changes files or runs "
                 "commands. Explain or plan in plain text instead; the user switches plan mode off to let you act.")

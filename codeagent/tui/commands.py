@@ -60,11 +60,15 @@ def resolve(name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def help_text() -> str:
+def help_text(custom: list[tuple[str, str, str]] = ()) -> str:
+    """`custom`: (name, argument hint, description) of the custom commands (run/commands.py)."""
     width = max(len(f"/{name} {args}".strip()) for name, (args, _) in COMMANDS.items())
     lines = ["Commands:"]
     for name, (args, what) in COMMANDS.items():
         lines.append(f"  {f'/{name} {args}'.strip():<{width}}  {what}")
+    if custom:
+        lines.append("Custom commands:")
+        lines.extend(f"  {f'/{name} {args}'.strip():<{width}}  {what}" for name, args, what in custom)
     lines.append("Keys:")
     key_width = max(len(key) for key, _ in KEYS)
     lines.extend(f"  {key:<{key_width}}  {what}" for key, what in KEYS)
