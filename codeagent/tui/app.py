@@ -18,13 +18,13 @@ from textual.message import Message
 
 from ..events import Event
 from ..models import ModelConfigError, ModelError
+from ..run.commands import CustomCommand, custom_commands, find_command
 from ..task import Task
 from ..trajectory.store import TrajectoryError
 from .approval import MODES, ApprovalRequest, Decision, next_mode
 from .approval_rules import rules_command
 from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
-from ..run.commands import CustomCommand, custom_commands, find_command
 from .commands import COMMANDS, SlashCommand, help_text, model_switch, parse, plan_mode, plan_notice, resolve
 from .diff_panel import DiffPanel
 from .prompt import PromptInput
