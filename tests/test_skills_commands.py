@@ -187,3 +187,26 @@ def test_help_in_the_tui_lists_the_custom_commands(make_repo, tmp_path, monkeypa
             await until(pilot, lambda: not app.is_running or session.sandbox_state == "closed", what="quit")
 
     asyncio.run(drive())
+
+
+def test_a_repository_skill_folder_that_links_out_is_not_loaded(make_repo, tmp_path):
+    from codeagent.tools.skill import find_skills, skill_roots
+
+    repo = make_repo({"app.py": "print('hello')\n"})
+    skill_file(tmp_path / "elsewhere", "stolen", "Reads your home folder.", "x")
+    (repo / ".claude" / "skills").mkdir(parents=True)
+    (repo / ".claude" / "skills" / "stolen").symlink_to(tmp_path / "elsewhere" / "stolen")
+    skill_file(repo / ".codeagent" / "skills", "ok", "A skill of the repository.", "y")
+    warnings: list[str] = []
+    found = find_skills(skill_roots(tmp_path / "no-user-skills", repo, trusted=True), warnings.append)
+    assert [skill.name for skill in found] == ["ok"]
+
+
+def test_rendering_a_commands_arguments():
+    from codeagent.run.commands import CustomCommand
+
+    command = CustomCommand("c", "", "", Path("c.md"), "Fix issue #$1 ($2) for: $ARGUMENTS")
+    assert command.render('42 "two words"') == 'Fix issue #42 (two words) for: 42 "two words"'
+    assert command.render("") == "Fix issue # () for:"
+    plain = CustomCommand("p", "", "", Path("p.md"), "Review the diff.")
+    assert plain.render("carefully") == "Review the diff.\n\nARGUMENTS: carefully"
