@@ -298,6 +298,16 @@ def user_config_path() -> Path:
     return Path(os.environ.get("CODEAGENT_CONFIG") or os.path.expanduser("~/.config/codeagent/config.yaml"))
 
 
+def user_config_folder() -> Path:
+    """The folder of the user's config file: its commands/ and skills/ are the user's own."""
+    return user_config_path().parent
+
+
+def repository_trusted(config: Config, repo: str | Path | None) -> bool:
+    """Whether `repo` is trusted: in trusted_projects (load_config adds it there for --trust)."""
+    return repo is not None and Path(repo).is_dir() and _trusted(Path(repo), [{"trusted_projects": config.trusted_projects}])
+
+
 def load_config(repo: str | Path | None = None, config_file: str | Path | None = None,
                 overrides: dict[str, Any] | None = None, *, trust: bool = False,
                 warn: Callable[[str], None] | None = None) -> Config:
@@ -309,6 +319,8 @@ def load_config(repo: str | Path | None = None, config_file: str | Path | None =
             f"warning: ignoring {', '.join(ignored)} from {project}: only a trusted repository may set "
             f"{'it' if len(ignored) == 1 else 'them'} (pass --trust, or add the repository to trusted_projects "
             f"in {user_config_path()})")
+    if trust and repo is not None and Path(repo).is_dir() and not repository_trusted(config, repo):
+        config.trusted_projects.append(str(Path(repo).resolve()))  # what the repository's folders are read by
     return config
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from functools import partial
 
 from .. import patches
-from ..config import Config
+from ..config import Config, repository_trusted, user_config_folder
 from ..events import EventBus, Finished, ModelOutput, Observed, PatchChanged, RunStarted, StepStarted, ToolCalled
 from ..hooks import Hooks
 from ..models import ContextWindowExceeded, Model, ModelError, Sampling, ToolCall
@@ -28,6 +28,7 @@ from ..task import Task
 from ..tools.base import ToolContext, ToolSettings
 from ..tools.mcp import mcp_tools
 from ..tools.registry import ToolRegistry
+from ..tools.skill import Skill, find_skills, skill_roots
 from ..trajectory.schema import Trajectory
 from ..trajectory.store import TrajectoryStore
 from . import hook_points
@@ -93,6 +94,9 @@ class Agent:
         self._open_tools: contextlib.ExitStack | None = None
         self._tools_lock = threading.Lock()
         self.mcp = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
+        self._skill_tool = self.tools.tools.get("skill")  # offered only while there are skills
+        self.skills: list[Skill] = []
+        self.only_tools: frozenset[str] | None = None  # a custom command's allowed-tools, for its turn (the TUI)
 
     def interrupt(self) -> None:
         """Stop the running step (from another thread): the command in flight is killed and the
@@ -143,6 +147,7 @@ class Agent:
         sampling = Sampling(temperature=config.model.temperature, top_p=config.model.top_p,
                             max_tokens=config.model.max_tokens, seed=config.model.seed)
         self._instructions = read_instructions(sandbox)  # kept in the context, even when it is elided
+        self._load_skills(task)
         if resume is None:
             messages = self._initial_messages(task, sandbox, localization)
             if instance_prompt is not None:
@@ -170,6 +175,7 @@ class Agent:
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude(),
             max_patch_bytes=config.limits.max_patch_bytes,
             deadline=self._deadline, web_fetch=config.web_fetch))
+        context.state["skills"] = {skill.name: skill for skill in self.skills}
         self.context = context
         state = _RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
@@ -216,10 +222,30 @@ class Agent:
         agent = self.config.agent
         values = dict(workdir=sandbox.workdir, network=self.config.sandbox.network, scratch_dir=agent.scratch_dir)
         system = render("system", agent.prompts_dir, instructions=self._instructions, interactive=self.interactive,
-                        mode=self.mode, **values)
+                        mode=self.mode, skills=self.skills, **values)
         instance = render("instance", agent.prompts_dir, problem_statement=task.problem_statement,
                           hints_text=task.hints_text, localization=localization, **values)
         return [{"role": "system", "content": system}, {"role": "user", "content": instance}]
+
+    def _load_skills(self, task: Task) -> None:
+        """The user's skills and a trusted repository's (tools/skill.py), for a session a user follows (a
+        batch run's prompt stays the dataset's). The `skill` tool is offered only while there are some."""
+        self.skills = []
+        if self.interactive and self._skill_tool is not None:
+            roots = skill_roots(user_config_folder() / "skills", task.repo,
+                                repository_trusted(self.config, task.repo))
+            self.skills = find_skills(roots, self._say_once)
+        if self.skills and self._skill_tool is not None:
+            self.tools.add(self._skill_tool)
+        else:
+            self.tools.remove("skill")
+
+    def _say_once(self, text: str) -> None:
+        """A notice about the skills, said in a session's first turn and not at every turn again."""
+        said = self.__dict__.setdefault("_said", set())
+        if text not in said:
+            said.add(text)
+            self.warn(text)
 
     def _start_hooks(self, prompt: str, messages: list[dict], writer) -> None:
         """SessionStart, then UserPromptSubmit for the first prompt (hooks.py)."""
@@ -352,7 +378,7 @@ class Agent:
 
         if self._interrupted.is_set():
             return ToolResult("Not run: the user interrupted the run.", error=True), ("", "")
-        if refused := refusal(self.tools, self.mode, call.name, call.arguments):
+        if refused := refusal(self.tools, self.mode, call.name, call.arguments, self.only_tools):
             return ToolResult(refused, error=True), ("reject", "mode")
         vouched = self.mode == PLAN and not self.tools.opt_in(call.name)  # plan check: read-only, not asked
         hook = self._hooks.pre_tool_use(call.name, call.arguments, call.id)  # hooks.py: allow | deny | ask
@@ -386,7 +412,7 @@ class Agent:
         for _attempt in range(3):
             fitted = inline(fit_messages(messages, budget, count, keep=self._instructions), self.store.root)
             try:
-                return self._ask_model(partial(self.model.complete, fitted, offered_specs(self.tools, self.mode), sampling))
+                return self._ask_model(partial(self.model.complete, fitted, offered_specs(self.tools, self.mode, self.only_tools), sampling))
             except ContextWindowExceeded:
                 budget = int(budget * 0.7)  # our estimate was optimistic: fit tighter and ask again
         raise Stop(ExitStatus.MODEL_ERROR, "the conversation does not fit the model's context window even when elided")

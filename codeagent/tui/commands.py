@@ -60,13 +60,17 @@ def resolve(name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def help_text(extra: list[tuple[str, str, str]] = ()) -> str:
-    """The commands, then `extra` ones (name, arguments, what: MCP servers' prompts), then the keys."""
+def help_text(extra: list[tuple[str, str, str]] = (), custom: list[tuple[str, str, str]] = ()) -> str:
+    """The commands, then `extra` ones (name, arguments, what: MCP servers' prompts), the custom commands
+    (run/commands.py: name, argument hint, description), then the keys."""
     listed = [*((name, args, what) for name, (args, what) in COMMANDS.items()), *extra]
-    width = max(len(f"/{name} {args}".strip()) for name, args, _ in listed)
+    width = max(len(f"/{name} {args}".strip()) for name, args, _ in [*listed, *custom])
     lines = ["Commands:"]
     for name, args, what in listed:
         lines.append(f"  {f'/{name} {args}'.strip():<{width}}  {what}")
+    if custom:
+        lines.append("Custom commands:")
+        lines.extend(f"  {f'/{name} {args}'.strip():<{width}}  {what}" for name, args, what in custom)
     lines.append("Keys:")
     key_width = max(len(key) for key, _ in KEYS)
     lines.extend(f"  {key:<{key_width}}  {what}" for key, what in KEYS)
