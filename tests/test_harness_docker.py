@@ -155,6 +155,65 @@ def test_grading_outcomes(task, tmp_path, name):
     assert report["test_infrastructure"] == flagged and report["touches_test_infrastructure"] == sorted(flagged)
 
 
+# An environment that edits a tracked file before installing, as sphinx's specs `sed` tox.ini and
+# setup.py (issue 28); a test that passes only with that edit.
+EDITED_CONFIG = {**CONFIG, "pre_install": ["sed -i 's/slow/fast/' mode.cfg"]}
+MODE_TESTS = OLD_TESTS.replace("\n\ndef test_mul", "\n\ndef test_mode():\n    assert open('mode.cfg').read() == 'mode = fast\\n'\n"
+                               "\n\ndef test_mul")
+# A diff made in that environment: the environment's edit comes with the fix (SWE-agent's
+# predictions for sphinx-8595/8721). Officially `git apply` fails and nothing after it applies.
+CARRIES_EDIT = GOLD + """diff --git a/mode.cfg b/mode.cfg
+--- a/mode.cfg
++++ b/mode.cfg
+@@ -1 +1 @@
+-mode = slow
++mode = fast
+"""
+# The fix with a stale context line: both `git apply`s refuse it, `patch --fuzz` applies it.
+FUZZY_GOLD = GOLD.replace(" def mul(a, b):\n", " def mul(x, y):\n")
+
+
+@pytest.fixture(scope="module")
+def edited_task(tmp_path_factory, base_image):
+    repo = tmp_path_factory.mktemp("edited") / "calc"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(SOURCE)
+    (repo / "mode.cfg").write_text("mode = slow\n")
+    (repo / "tests" / "test_calc.py").write_text(MODE_TESTS)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc")
+    return Task(repo=str(repo), base_commit=git(repo, "rev-parse", "HEAD").strip(), instance_id="synthetic__edited-1",
+                problem_statement="add() subtracts", test_patch=TEST_PATCH, gold_patch=GOLD,
+                FAIL_TO_PASS=["tests/test_calc.py::test_add"],
+                PASS_TO_PASS=["tests/test_calc.py::test_mode", "tests/test_calc.py::test_mul"],
+                extra={"install_config": EDITED_CONFIG})
+
+
+@pytest.mark.parametrize("name, patch, outcome, applied_with", [
+    ("gold", GOLD, "resolved", "git apply --verbose"),
+    ("empty", "", "unresolved", "(empty patch)"),
+    ("fuzzy_gold", FUZZY_GOLD, "resolved", "patch --batch --forward --fuzz=5 -p1 -i"),
+    ("carries_the_environments_edit", CARRIES_EDIT, "patch_apply_failed", None),
+])
+def test_a_patch_applies_on_the_environment_as_built(edited_task, tmp_path, name, patch, outcome, applied_with):
+    """No attempt is undone: a failed `git apply` leaves the environment's own edit in place, so a
+    patch that carries it fails as it does officially, and one the fallback applies is graded with
+    the edit there (test_mode), where a reset to HEAD had dropped it."""
+    from codeagent.harness.task_env import TaskEnvironment
+
+    report = grade_task(edited_task, patch, tmp_path)
+    assert report["outcome"] == outcome, report.get("reason")
+    assert report.get("patch_applied_with") == applied_with
+    if name == "carries_the_environments_edit":
+        assert "$ git apply --verbose --reject" in report["reason"] and "$ patch --batch" in report["reason"]
+        with TaskEnvironment(edited_task, report["images"]["instance"]) as env:
+            assert env.apply(patch).error
+            assert env.box.run("cat mode.cfg").output == "mode = fast\n"  # the environment's state is kept
+    else:
+        assert sorted(report["tests_status"]["PASS_TO_PASS"]["success"]) == edited_task.PASS_TO_PASS
+
+
 def test_second_run_builds_nothing(task, tmp_path):
     grade_task(task, GOLD, tmp_path / "first")
     report = grade_task(task, GOLD, tmp_path / "second")
