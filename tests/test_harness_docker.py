@@ -48,7 +48,10 @@ TEST_PATCH = """diff --git a/tests/test_calc.py b/tests/test_calc.py
 +    from calc import add
 +    assert add(2, 3) == 5
 """
-BREAKS_MUL = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
+BREAKS_MUL = GOLD.replace("@@ -1,5 +1,5 @@", "@@ -1,6 +1,6 @@") + "-    return a * b\n+    return a * b + 1\n"
+# Its second hunk overlaps the first: `git apply` refuses it, `--reject` applies the first hunk, and
+# `patch` then finds that one applied (officially it reverses it and fails on the second): it does not apply.
+OVERLAPPING_HUNKS = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
  def mul(a, b):
 -    return a * b
 +    return a * b + 1
@@ -128,6 +131,7 @@ CASES = {
     "fakes_passed_lines": (FAKES_PASS, "unresolved"),
     "fakes_and_aborts": (FAKES_AND_ABORTS, "unresolved"),
     "does_not_apply": (NOT_APPLYING, "patch_apply_failed"),
+    "overlapping_hunks": (OVERLAPPING_HUNKS, "patch_apply_failed"),
     "reversed_gold": (REVERSED_GOLD, "patch_apply_failed"),
     "conftest_hack": (CONFTEST_HACK, "resolved"),
     "hangs": (HANGS, "timeout"),
