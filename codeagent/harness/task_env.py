@@ -10,13 +10,15 @@ GradeReport, never a host path, so an executor can run it on another machine.
         env.patch_tests(task.test_patch)
         graded = env.grade(env.run_tests(command, timeout), log_parser)
 
-A patch is applied as the official SWE-bench harness applies it (run_evaluation.py, GIT_APPLY_CMDS):
+A patch is applied as the official SWE-bench harness applies it (run_evaluation.py, GIT_APPLY_CMDS, 2025):
 `git apply --verbose`, then `git apply --verbose --reject`, then `patch --batch --fuzz=5 -p1 -i`, each
 judged by its exit code, each on the tree the previous attempt left (nothing is reset between them),
 the first that exits 0 wins. The environment's own uncommitted edits of tracked files (a spec's
 `pre_install`, e.g. sphinx's `sed` on tox.ini and setup.py) therefore stay: a patch that carries them
 (made in such an environment) fails to apply, as it does officially. After a failed apply the tree
-is left as the attempts left it, and nothing grades it (every caller stops there).
+is left as the attempts left it, and nothing grades it (every caller stops there). (The newest
+official harness resets between attempts, but on images that commit the environment's edits
+since 2025: there too they stay. Ours leave them uncommitted.)
 
 One deliberate difference: the `patch` fallback runs with `--forward`, so a patch is never applied
 in reverse (`--batch` alone makes `patch` assume `-R` when a patch looks reversed or already
