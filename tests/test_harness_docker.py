@@ -49,7 +49,10 @@ TEST_PATCH = """diff --git a/tests/test_calc.py b/tests/test_calc.py
 +    from calc import add
 +    assert add(2, 3) == 5
 """
-BREAKS_MUL = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
+BREAKS_MUL = GOLD.replace("@@ -1,5 +1,5 @@", "@@ -1,6 +1,6 @@") + "-    return a * b\n+    return a * b + 1\n"
+# Its second hunk overlaps the first: `git apply` refuses it, `--reject` applies the first hunk, and
+# `patch` then finds that one applied (officially it reverses it and fails on the second): it does not apply.
+OVERLAPPING_HUNKS = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
  def mul(a, b):
 -    return a * b
 +    return a * b + 1
@@ -177,6 +180,7 @@ CASES = {
     "fakes_passed_lines": (FAKES_PASS, "unresolved"),
     "fakes_and_aborts": (FAKES_AND_ABORTS, "unresolved"),
     "does_not_apply": (NOT_APPLYING, "patch_apply_failed"),
+    "overlapping_hunks": (OVERLAPPING_HUNKS, "patch_apply_failed"),
     "reversed_gold": (REVERSED_GOLD, "patch_apply_failed"),
     "conftest_hack": (CONFTEST_HACK, "unresolved"),
     "rewrites_reports": (REWRITES_REPORTS, "unresolved"),
@@ -217,6 +221,65 @@ def test_grading_outcomes(task, tmp_path, name):
     if name == "fakes_log_and_exits":
         assert "a pytest session did not reach its end: the test process exited early" in report["tamper_evidence"]
         assert report["exit_code"] == 0
+
+
+# An environment that edits a tracked file before installing, as sphinx's specs `sed` tox.ini and
+# setup.py (issue 28); a test that passes only with that edit.
+EDITED_CONFIG = {**CONFIG, "pre_install": ["sed -i 's/slow/fast/' mode.cfg"]}
+MODE_TESTS = OLD_TESTS.replace("\n\ndef test_mul", "\n\ndef test_mode():\n    assert open('mode.cfg').read() == 'mode = fast\\n'\n"
+                               "\n\ndef test_mul")
+# A diff made in that environment: the environment's edit comes with the fix (SWE-agent's
+# predictions for sphinx-8595/8721). Officially `git apply` fails and nothing after it applies.
+CARRIES_EDIT = GOLD + """diff --git a/mode.cfg b/mode.cfg
+--- a/mode.cfg
++++ b/mode.cfg
+@@ -1 +1 @@
+-mode = slow
++mode = fast
+"""
+# The fix with a stale context line: both `git apply`s refuse it, `patch --fuzz` applies it.
+FUZZY_GOLD = GOLD.replace(" def mul(a, b):\n", " def mul(x, y):\n")
+
+
+@pytest.fixture(scope="module")
+def edited_task(tmp_path_factory, base_image):
+    repo = tmp_path_factory.mktemp("edited") / "calc"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(SOURCE)
+    (repo / "mode.cfg").write_text("mode = slow\n")
+    (repo / "tests" / "test_calc.py").write_text(MODE_TESTS)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc")
+    return Task(repo=str(repo), base_commit=git(repo, "rev-parse", "HEAD").strip(), instance_id="synthetic__edited-1",
+                problem_statement="add() subtracts", test_patch=TEST_PATCH, gold_patch=GOLD,
+                FAIL_TO_PASS=["tests/test_calc.py::test_add"],
+                PASS_TO_PASS=["tests/test_calc.py::test_mode", "tests/test_calc.py::test_mul"],
+                extra={"install_config": EDITED_CONFIG})
+
+
+@pytest.mark.parametrize("name, patch, outcome, applied_with", [
+    ("gold", GOLD, "resolved", "git apply --verbose"),
+    ("empty", "", "unresolved", "(empty patch)"),
+    ("fuzzy_gold", FUZZY_GOLD, "resolved", "patch --batch --forward --fuzz=5 -p1 -i"),
+    ("carries_the_environments_edit", CARRIES_EDIT, "patch_apply_failed", None),
+])
+def test_a_patch_applies_on_the_environment_as_built(edited_task, tmp_path, name, patch, outcome, applied_with):
+    """No attempt is undone: a failed `git apply` leaves the environment's own edit in place, so a
+    patch that carries it fails as it does officially, and one the fallback applies is graded with
+    the edit there (test_mode), where a reset to HEAD had dropped it."""
+    from codeagent.harness.task_env import TaskEnvironment
+
+    report = grade_task(edited_task, patch, tmp_path)
+    assert report["outcome"] == outcome, report.get("reason")
+    assert report.get("patch_applied_with") == applied_with
+    if name == "carries_the_environments_edit":
+        assert "$ git apply --verbose --reject" in report["reason"] and "$ patch --batch" in report["reason"]
+        with TaskEnvironment(edited_task, report["images"]["instance"]) as env:
+            assert env.apply(patch).error
+            assert env.box.run("cat mode.cfg").output == "mode = fast\n"  # the environment's state is kept
+    else:
+        assert sorted(report["tests_status"]["PASS_TO_PASS"]["success"]) == edited_task.PASS_TO_PASS
 
 
 def test_second_run_builds_nothing(task, tmp_path):

@@ -17,26 +17,26 @@ SOURCE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b
 TESTS = ("from calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n\n\n"
          "def test_mul_zero():\n    assert mul(0, 3) == 0\n\n\n"
          "def test_add_is_broken():\n    assert add(2, 3) == 5\n")  # fails on the original code
+
+
+def fixes_add_and_changes_mul(body: str) -> str:
+    """GOLD's hunk grown by mul's body (one hunk: two overlapping ones do not apply, officially)."""
+    return GOLD.replace("@@ -1,5 +1,5 @@", "@@ -1,6 +1,6 @@") + f"-    return a * b\n+    {body}\n"
+
+
 # Fixes add but breaks mul(0, x): one of the two passing tests.
-BREAKS_ZERO = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
- def mul(a, b):
--    return a * b
-+    return a * b if a else 1
-"""
+BREAKS_ZERO = fixes_add_and_changes_mul("return a * b if a else 1")
 # Fixes add but breaks both mul tests.
-BREAKS_BOTH = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
- def mul(a, b):
--    return a * b
-+    return a + b
-"""
+BREAKS_BOTH = fixes_add_and_changes_mul("return a + b")
 # Breaks mul(0, x) and edits the test so that it would pass: the edit is undone before the run.
 HIDES_THE_BREAK = BREAKS_ZERO + """diff --git a/tests/test_calc.py b/tests/test_calc.py
 --- a/tests/test_calc.py
 +++ b/tests/test_calc.py
-@@ -8,2 +8,2 @@ def test_mul():
+@@ -8,3 +8,3 @@ def test_mul():
  def test_mul_zero():
 -    assert mul(0, 3) == 0
 +    assert mul(0, 3) == 1
+ 
 """
 
 

@@ -10,8 +10,23 @@ GradeReport, never a host path, so an executor can run it on another machine.
         env.patch_tests(task.test_patch)
         graded = env.grade(env.run_tests(command, timeout), log_parser)  # pytest runs under a guard (guard.py)
 
-A patch is never applied in reverse: the `patch` fallback runs with `--forward`, so a patch that
-looks reversed or already applied fails to apply (`--batch` alone makes `patch` assume `-R`).
+A patch is applied as the official SWE-bench harness applies it (run_evaluation.py, GIT_APPLY_CMDS, 2025):
+`git apply --verbose`, then `git apply --verbose --reject`, then `patch --batch --fuzz=5 -p1 -i`, each
+judged by its exit code, each on the tree the previous attempt left (nothing is reset between them),
+the first that exits 0 wins. The environment's own uncommitted edits of tracked files (a spec's
+`pre_install`, e.g. sphinx's `sed` on tox.ini and setup.py) therefore stay: a patch that carries them
+(made in such an environment) fails to apply, as it does officially. After a failed apply the tree
+is left as the attempts left it, and nothing grades it (every caller stops there). (The newest
+official harness resets between attempts, but on images that commit the environment's edits
+since 2025: there too they stay. Ours leave them uncommitted.)
+
+One deliberate difference: the `patch` fallback runs with `--forward`, so a patch is never applied
+in reverse (`--batch` alone makes `patch` assume `-R` when a patch looks reversed or already
+applied: a reversed gold patch would apply the fix). It follows that hunks `git apply --reject`
+already applied make the fallback fail, where the official `patch` reverses them. The newer
+official step that moves `*.orig` files back after an apply is not taken: it repairs that reversal,
+which `--forward` never makes, and it would also undo a forward apply with fuzz (whose backups are
+`.orig` files) or move a repository's own `.orig` files.
 """
 
 from __future__ import annotations
@@ -34,7 +49,8 @@ from .offline import network_failures
 from .services import CA_IN_SANDBOX, TLS_ENV, trust_script
 
 PATCH_DIR = "/tmp/codeagent-eval"
-# Tried in order; the first that applies wins (as the official harness does).
+# Tried in order on what the previous attempt left; the first that exits 0 wins (as the official
+# harness does; `--forward`: see the module docstring).
 APPLY_COMMANDS = (
     "git apply --verbose {patch}",
     "git apply --verbose --reject {patch}",
@@ -116,7 +132,8 @@ class TaskEnvironment:
     # -- steps ---------------------------------------------------------------------------------------
 
     def apply(self, patch: str) -> Applied:
-        """Apply the patch (an empty one applies trivially) and list the paths it changed."""
+        """Apply the patch (an empty one applies trivially) and list the paths it changed. No attempt
+        is undone (see the module docstring): after a failure, the environment is not to be graded."""
         if not patch.strip():
             return Applied(None, [], "(empty patch)")
         listing = f"{PATCH_DIR}/status-{secrets.token_hex(4)}"
@@ -129,7 +146,6 @@ class TaskEnvironment:
             if result.exit_code == 0:
                 return Applied(None, self._changed(listing), name)
             errors.append(f"$ {name}\n{result.output.strip()[-600:]}")
-            self.box.run("git checkout -q -- . && git clean -qfd", timeout=120)  # undo a partial apply
         return Applied("\n".join(errors))
 
     def _changed(self, listing: str) -> list[str]:
