@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..sandbox.images import build_base_image
-from ..sandbox.workspace import RepoSnapshot, snapshot
+from ..sandbox.workspace import BASE_TAG, RepoSnapshot, snapshot
 from ..task import Task
 from .layers import Layer, build_layer
 from .specs import ResolvedSpec, requirements_text
@@ -111,6 +111,10 @@ def _env_layer(spec: ResolvedSpec, base: str, source: RepoSnapshot) -> Layer:
                  env=env, files=files)
 
 
+ENVIRONMENT_COMMIT = (f"git diff --quiet || {{ git -c user.name=codeagent -c user.email=codeagent@localhost "
+                      f"commit -q --no-verify -am 'codeagent environment' && git tag -f {BASE_TAG} >/dev/null; }}")
+
+
 def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) -> Layer:
     version = release_version(source)
     # The copy in /testbed has no tags: setuptools_scm would call the project 0.1.dev1, and a
@@ -120,7 +124,11 @@ def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) 
     # bullseye's pip refuse them. Below 25.3, which dropped options old specs use (--no-use-pep517).
     steps = ["cd /testbed", *pretend, "python -m pip install -q 'pip>=21.3,<25.3'", *spec.pre_install, *spec.install,
              # whatever the install made (egg-info, compiled extensions) never shows in a diff
-             "git ls-files --others --exclude-standard >> .git/info/exclude"]
+             "git ls-files --others --exclude-standard >> .git/info/exclude",
+             # the environment's own edits of tracked files (a pre_install `sed` on tox.ini, setup.py) are
+             # part of the base, as the official images commit them: the agent's diff never carries them
+             # (a patch that did would fail to apply on the environment as built, issue 28)
+             ENVIRONMENT_COMMIT]
     script = "\n".join(steps)
     return Layer(tag=layer_tag(INSTANCE_IMAGE, env_layer.tag, script, env_layer.env, {}, source),
                  parent=env_layer.tag, script=script, env=env_layer.env, tree=source)
