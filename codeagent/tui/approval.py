@@ -2,7 +2,8 @@
 
 Three modes, as in other terminal agents: `suggest` asks before every command and every edit,
 `auto-edit` lets edits run and asks before commands, `full-auto` never asks (the sandbox is the
-guard). Reads (viewing files, search, code navigation, submit) never ask.
+guard). Reads (viewing files, search, code navigation, submit) never ask, nor do read-only shell
+commands (`ls`, `cat`, `git diff` ...: tools/readonly_commands.py).
 
 "Always allow" remembers the command prefixes of a shell command (`git status`, `python -m pytest`,
 `ls` ...), the path of an edit, or a tool; with `SavedRules` (approval_rules.py) they are kept for
@@ -17,8 +18,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 
 from ..agent.loop import Approval
 from ..models import ToolCall
+from ..tools.readonly_commands import ASSIGNMENT, is_read_only_command, simple_commands
 from ..tools.registry import read_only_tools
 from .approval_rules import Rule, SavedRules
 
@@ -39,9 +39,6 @@ PYTHONS = {"python", "python3"}
 RUNNERS = {"bash", "sh", "zsh", "dash", "ksh", "fish", "eval", "exec", "env", "xargs", "sudo", "su", "doas", "nohup",
            "timeout", "time", "nice", "ionice", "setsid", "stdbuf", "command", "builtin", "source", ".", "parallel",
            "watch", "chroot", "flock", "script"}
-SEPARATORS = {";", "&&", "||", "|", "|&"}
-PUNCTUATION = set("();<>|&")
-ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def classify(tool: str, arguments: dict[str, Any]) -> str:
@@ -56,36 +53,8 @@ def classify(tool: str, arguments: dict[str, Any]) -> str:
 def command_prefixes(command: str) -> list[tuple[str, ...]] | None:
     """The prefix of each simple command in a shell command line, or None when the line does
     something a prefix rule cannot vouch for (then it is always asked about)."""
-    if "`" in command or "$(" in command or "<(" in command or ">(" in command:
-        return None
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes
-        return None
-    segments: list[list[str]] = [[]]
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        following = tokens[index + 1] if index + 1 < len(tokens) else ""
-        if token in SEPARATORS:
-            segments.append([])
-        elif token in (">", ">>", "&>") and following == "/dev/null" or token == ">&" and following in ("1", "2"):
-            _drop_fd(segments[-1])
-            index += 1
-        elif token and all(char in PUNCTUATION for char in token):
-            return None  # other redirections, subshells, background jobs
-        else:
-            segments[-1].append(token)
-        index += 1
-    prefixes = [_prefix(words) for words in segments if words]
-    return prefixes or None
-
-
-def _drop_fd(words: list[str]) -> None:
-    if words and words[-1] in ("1", "2"):  # the `2` of `2>/dev/null`
-        words.pop()
+    segments = simple_commands(command)
+    return [_prefix(words) for words in segments] if segments else None
 
 
 def _prefix(words: list[str]) -> tuple[str, ...]:
@@ -173,7 +142,10 @@ class ApprovalPolicy:
             return self.mode == "suggest" and _edit_path(arguments) not in self.paths
         if tool != "bash":
             return tool not in self.tools
-        prefixes = command_prefixes(str(arguments.get("command", "")))
+        command = str(arguments.get("command", ""))
+        if is_read_only_command(command):  # ls, cat, git diff ... run in the sandbox without asking
+            return False
+        prefixes = command_prefixes(command)
         return prefixes is None or not all(self._allowed(prefix) for prefix in prefixes)
 
     def _allowed(self, prefix: tuple[str, ...]) -> bool:
