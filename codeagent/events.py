@@ -109,6 +109,7 @@ class Observed(Event):
     timed_out: bool = False
     seconds: float = 0.0
     interrupted: bool = False  # the user interrupted the call: its exit code says nothing
+    denied: bool = False  # the user did not allow the call: it did not run
 
 
 @dataclass

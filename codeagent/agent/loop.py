@@ -283,7 +283,7 @@ class Agent:
                                    "output_chars": len(result.output)})
                 emit(Observed(step=index, call_id=call.id, tool=call.name, output=result.output,
                               exit_code=result.exit_code, error=result.error, timed_out=result.timed_out,
-                              seconds=result.seconds, interrupted=interrupted))
+                              seconds=result.seconds, interrupted=interrupted, denied=result.denied))
         messages.extend(new_messages)
         writer.append_step({
             "index": index, "started": step_started, "ended": _now(), "model_seconds": round(model_seconds, 4),
@@ -320,7 +320,7 @@ class Agent:
             approval = self.approver(call, force=True) if hook.decision == "ask" else self.approver(call)
             if not approval.allowed:
                 reason = f" Their reason: {approval.reason}" if approval.reason else ""
-                return ToolResult(f"The user did not allow this call.{reason}", error=True)
+                return ToolResult(f"The user did not allow this call.{reason}", error=True, denied=True)
         result = self.tools.call(call.name, call.arguments, context)
         return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result)
 

@@ -14,6 +14,7 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.message import Message
 
 from ..events import Event
@@ -102,10 +103,7 @@ class CodeagentApp(App[int]):
 
     def on_mount(self) -> None:
         session = self.session
-        self.transcript.add_welcome(
-            f"codeagent · {session.repo} · model {session.model_name} · {session.mode} mode\n"
-            "Describe the issue to solve and press Enter; while the agent works you can send more. "
-            "/help lists the commands.")
+        self._welcome = self.transcript.add_welcome(self._welcome_text())
         if session.model is None:
             self.transcript.add_notice("No model is configured: choose one with /model NAME (e.g. /model gpt-4o), "
                                        "or set model.name in ~/.config/codeagent/config.yaml.", "warning")
@@ -167,6 +165,7 @@ class CodeagentApp(App[int]):
         elif kind == "finished":
             self._set_patch(event.patch)
             transcript.show_finished(event)
+            self._alert(f"The run ended: {event.exit_status}.")
         elif kind == "notice":
             transcript.add_notice(event.text, event.level)
         elif kind == "resumed":
@@ -181,9 +180,19 @@ class CodeagentApp(App[int]):
         request = message.request
         if request.answered or self._quitting:
             return
+        self._alert(f"Waiting for you: {request.title}")
+        self._refresh_status()
+
+        def answered(decision: Decision | None) -> None:
+            request.answer(decision or Decision("deny"))
+            self._refresh_status()
+
+        self.push_screen(ApprovalScreen(request), answered)
+
+    def _alert(self, text: str) -> None:
+        """The terminal's bell and a notification: the user may be looking at another window."""
         self.bell()
-        self.push_screen(ApprovalScreen(request),
-                         lambda decision: request.answer(decision or Decision("deny")))
+        self.notify(text, timeout=4)
 
     # -- the user ------------------------------------------------------------------------------
 
@@ -379,5 +388,13 @@ class CodeagentApp(App[int]):
         if self.transcript.is_vertical_scroll_end:  # the end stays in view whatever the new line breaks
             self.call_after_refresh(self.transcript.scroll_end, animate=False, immediate=True)
 
+    def _welcome_text(self) -> str:
+        session = self.session
+        return (f"codeagent · {session.repo} · model {session.model_name} · {session.mode} mode\n"
+                "Describe the issue to solve and press Enter; while the agent works you can send more. "
+                "/help lists the commands.")
+
     def _refresh_status(self) -> None:
         self.status_bar.show(self.session.status())
+        if self._welcome.is_attached:  # the header says the mode and model of now, not of the start
+            self._welcome.update(Content(self._welcome_text()))

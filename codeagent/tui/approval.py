@@ -297,6 +297,12 @@ class Approver:
             self.policy.remember(call.name, call.arguments)
         return Approval(True) if decision.allowed else Approval(False, decision.reason)
 
+    @property
+    def waiting(self) -> bool:
+        """A request waits for the user's answer."""
+        with self._lock:
+            return any(not request.answered for request in self._pending)
+
     def deny_pending(self, reason: str) -> None:
         with self._lock:
             pending = list(self._pending)

@@ -115,6 +115,7 @@ class Session:
     def status(self) -> dict[str, Any]:
         return {"model": self.model_name, "steps": self.stats.steps, "tokens": self.stats.tokens,
                 "cost": self.stats.cost, "sandbox": self.slot.state, "mode": self.policy.mode, "busy": self.busy,
+                "waiting": self.approver.waiting,
                 "plan": self.agent.mode == "plan",
                 "trajectory": self.trajectory_id, "replay": self.replay}
 

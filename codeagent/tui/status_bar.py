@@ -40,7 +40,9 @@ MODEL_ROOM = 24  # the least a long model name keeps before the key hints and la
 def _parts(status: dict[str, Any], frame: int, labels: bool, hints: bool) -> list[tuple[str, str]]:
     separator = (" │ " if labels else " · ", "dim")
     spinner = SPINNER[frame % len(SPINNER)]
-    if status["busy"]:
+    if status.get("waiting"):  # an approval dialog is open: the agent waits on the user, not the other way
+        state = [("⏸ waiting for you", "bold magenta"), separator] if labels else [("⏸ ", "bold magenta")]
+    elif status["busy"]:
         state = [(f"{spinner} working", "bold yellow"), separator] if labels else [(f"{spinner} ", "bold yellow")]
     else:
         state = [("● idle", "dim"), separator] if labels else [("● ", "dim")]
@@ -83,7 +85,7 @@ class StatusBar(Static):
         self.update(status_line(status, self._frame, self.outer_size.width or 80))
 
     def _tick(self) -> None:
-        if self._status is not None and self._status["busy"]:
+        if self._status is not None and self._status["busy"] and not self._status.get("waiting"):
             self._frame += 1
             self.show(self._status)
 

@@ -137,7 +137,9 @@ class ToolBlock(Collapsible):
         self.title = self._label()
 
     def finish(self, event: Observed) -> None:
-        if event.interrupted:
+        if event.denied:  # the user's choice, not a failure
+            status, style = "denied", "bold magenta"
+        elif event.interrupted:
             status, style = f"interrupted · {event.seconds:.2f}s", "yellow"
         elif event.timed_out:
             status, style = f"timed out · {event.seconds:.2f}s", "red"
@@ -223,8 +225,10 @@ class Transcript(VerticalScroll):
     def add_notice(self, text: str, level: str = "info") -> None:
         self._add(Static(Content.styled(visible(text), LEVEL_STYLES.get(level, "")), classes=f"notice -{level}"))
 
-    def add_welcome(self, text: str) -> None:
-        self._add(Static(Content(text), classes="welcome"))
+    def add_welcome(self, text: str) -> Static:
+        welcome = Static(Content(text), classes="welcome")
+        self._add(welcome)
+        return welcome
 
     def show_run_started(self, event: RunStarted) -> None:
         if event.replay:
