@@ -48,3 +48,80 @@ async def test_an_approval_says_waiting_for_you_rings_and_a_denied_call_is_not_a
         assert "$ rm README.md · denied" in screen_text(app)
         assert len(rings) >= 3, rings  # two approvals and the end of the run
         await quit_app(pilot, session)
+
+
+@sync
+async def test_slash_and_at_open_a_filtering_popup(make_repo, tmp_path):
+    repo = make_repo({**FILES, "pkg/tools/strings.py": "x = 1\n", "pkg/tools/numbers.py": "y = 2\n"})
+    app, session, _ = make_app(repo, tmp_path, [])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("/")
+        await pilot.pause(0.05)
+        shown = screen_text(app)
+        assert app.menu.shown and "/model [NAME]" in shown and "/plan" in shown  # scrolls to the rest
+        assert {"/quit", "/compact", "/candidates"} <= {entry.value.strip() for entry in app.menu.entries}
+        await pilot.press("m", "o")
+        await pilot.pause(0.05)
+        assert [entry.value.strip() for entry in app.menu.entries] == ["/model", "/mode"]
+        assert "/diff" not in screen_text(app)
+        await pilot.press("down", "tab")  # arrows move, Tab takes: the argument comes next
+        assert app.prompt.text == "/mode " and not app.menu.shown
+        await pilot.press(*"full-auto", "enter")
+        await until(pilot, lambda: session.mode == "full-auto", what="/mode full-auto")
+        await pilot.press(*"/he", "enter")  # Enter takes /help, which has no argument: it runs
+        await until(pilot, lambda: "Commands:" in screen_text(app), what="/help")
+        assert app.prompt.text == ""
+
+        await pilot.press(*"see @")
+        await pilot.pause(0.05)
+        assert [entry.label for entry in app.menu.entries] == ["README.md", "calc.py", "pkg/"]
+        await pilot.press(*"str")  # anywhere in the path
+        await pilot.pause(0.05)
+        assert [entry.label for entry in app.menu.entries] == ["pkg/tools/strings.py"]
+        await pilot.press("backspace", "backspace", "backspace", *"pkg/tools/")
+        await pilot.pause(0.05)
+        assert [entry.label for entry in app.menu.entries] == ["pkg/tools/numbers.py", "pkg/tools/strings.py"]
+        assert "pkg/tools/numbers.py" in screen_text(app)
+        await pilot.press("down", "enter")  # Enter takes the entry, it does not send
+        assert app.prompt.text == "see @pkg/tools/strings.py" and not app.menu.shown
+        await pilot.press(" ", "@", "c", "escape")
+        assert not app.menu.shown and app.prompt.text == "see @pkg/tools/strings.py @c"
+        await quit_app(pilot, session)
+
+
+@sync
+async def test_compact_summarizes_in_one_call_keeps_task_and_patch_and_the_meter_drops(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    long_look = call("bash", command="sed -n p calc.py; seq 1 3000")  # a big observation fills the context
+    turns = [long_look, fix_add(), call("submit"), {"role": "assistant", "content": "SUMMARY: add() fixed in calc.py"},
+             call("bash", command="sed -n p calc.py"), call("submit")]
+    app, session, model = make_app(repo, tmp_path, turns, mode="full-auto")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await type_line(pilot, "add() subtracts")
+        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
+        await pilot.pause(0.1)
+        limit = session.config.model.context_tokens
+        before = session.stats.context
+        assert before > 3000 // 4 and f"ctx {before / 1000:.1f}k/{limit / 1000:g}k" in status_text(app)
+        await send(pilot, "/compact")
+        await until(pilot, lambda: "Compacted the conversation" in screen_text(app) and not session.busy, what="/compact")
+        assert len(model.calls) == 4  # one call for the summary
+        summary_request = model.calls[3]
+        assert "compact this conversation" in summary_request[-1]["content"]
+        assert any("2999" in str(message.get("content")) for message in summary_request)  # it saw the conversation
+        assert session.stats.context < before
+        await pilot.pause(0.1)
+        assert f"ctx {session.stats.context / 1000:.1f}k" in status_text(app) or \
+            f"ctx {session.stats.context}/" in status_text(app)
+
+        await send(pilot, "Show me the file.")
+        await until(pilot, lambda: len(model.calls) == 6 and not session.busy, what="the follow-up")
+        sent = model.calls[4]
+        assert sent[0]["role"] == "system" and sent[0] == summary_request[0]  # the system prompt: instructions kept
+        assert "add() subtracts" in sent[1]["content"]  # the task
+        assert "SUMMARY: add() fixed in calc.py" in sent[2]["content"] and "+    return a + b" in sent[2]["content"]
+        assert sent[3] == {"role": "user", "content": "Show me the file."}
+        assert not any("2999" in str(message.get("content")) for message in sent)  # the old observation is gone
+        trajectory = session.store.load(session.trajectory_id)
+        assert any("2999" in str(message.get("content")) for message in trajectory.messages)  # the record keeps all
+        await quit_app(pilot, session)

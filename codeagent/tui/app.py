@@ -25,6 +25,7 @@ from .approval import MODES, ApprovalRequest, Decision, next_mode
 from .approval_rules import rules_command
 from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
+from .completion_menu import CompletionMenu
 from .commands import SlashCommand, help_text, parse, plan_mode, plan_notice, resolve
 from .diff_panel import DiffPanel
 from .prompt import PromptInput
@@ -32,7 +33,7 @@ from .session import Session
 from .session_text import session_title
 from .status_bar import StatusBar
 from .transcript import Transcript
-from .user_message import completer, init_request, prepare
+from .user_message import completer, init_request, prepare, repo_files
 
 DOUBLE_PRESS_SECONDS = 2.0
 WIDE = 110  # columns from which the patch is shown beside the transcript
@@ -89,6 +90,9 @@ class CodeagentApp(App[int]):
         self.candidates = CandidatesPanel(id="candidates")
         self.prompt = PromptInput(id="prompt", placeholder="Describe the issue to solve · Enter sends · /help")
         self.prompt.complete_path = completer(session)  # @path mentions
+        self.menu = CompletionMenu(id="menu")  # commands and paths as they are typed
+        self.prompt.menu = self.menu
+        self.prompt.list_paths = lambda: repo_files(session).paths
         self.status_bar = StatusBar(id="status")
 
     # -- layout --------------------------------------------------------------------------------
@@ -98,6 +102,7 @@ class CodeagentApp(App[int]):
             yield self.transcript
             yield self.diff
         yield self.candidates
+        yield self.menu
         yield self.prompt
         yield self.status_bar
 
@@ -275,6 +280,9 @@ class CodeagentApp(App[int]):
             f"{stats.steps} steps · {stats.prompt_tokens:,} prompt + {stats.completion_tokens:,} completion tokens · "
             f"${stats.cost:.4f} · model {self.session.model_name}"
             + ("" if stats.cost else " (a replayed or unpriced model costs $0)"))
+
+    def _command_compact(self, argument: str) -> None:
+        self.session.compact()
 
     def _command_candidates(self, argument: str) -> None:
         self.candidates.toggle_class("-shown")

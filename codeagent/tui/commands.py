@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "undo": ("", "revert the agent's last change to the files"),
     "apply": ("[PATH]", "apply the patch to your working tree (or PATH)"),
     "cost": ("", "tokens, cost and steps so far"),
+    "compact": ("", "summarize the conversation to free context"),
     "candidates": ("", "show or hide the candidates panel"),
     "resume": ("[ID|last]", "list saved sessions, or continue one"),
     "rules": ("[remove N]", "list the saved allow-rules, or drop one"),

@@ -24,12 +24,13 @@ from ..agent.loop import Agent, Approval
 from ..config import Config
 from ..events import Event, EventBus, PatchChanged, RunStarted
 from ..models import Model, ToolCall
+from ..models.tokens import estimate_tokens
 from ..sandbox import SandboxError, snapshot
 from ..status import LIMITS, ExitStatus
 from ..task import Task
 from ..trajectory.sessions import SessionHeader, find_session, recent_sessions
 from ..trajectory.store import TrajectoryStore
-from . import session_patch, session_turn
+from . import session_compact, session_patch, session_turn
 from .approval import ApprovalPolicy, ApprovalRequest, Approver, check_mode
 from .approval_rules import SavedRules
 from .data.patch_history import PatchHistory
@@ -116,6 +117,7 @@ class Session:
         return {"model": self.model_name, "steps": self.stats.steps, "tokens": self.stats.tokens,
                 "cost": self.stats.cost, "sandbox": self.slot.state, "mode": self.policy.mode, "busy": self.busy,
                 "waiting": self.approver.waiting,
+                "context": self.stats.context, "context_limit": self.config.model.context_tokens,
                 "plan": self.agent.mode == "plan",
                 "trajectory": self.trajectory_id, "replay": self.replay}
 
@@ -197,6 +199,10 @@ class Session:
             return False
         return self._try_launch("/apply", session_patch.apply, self, target)
 
+    def compact(self) -> bool:
+        """Replace the conversation so far by a summary the model writes (session_compact.py)."""
+        return self._try_launch("/compact", session_compact.compact, self)
+
     def clear(self) -> bool:
         """Forget the current task and close its sandbox; the next message starts a new task."""
         return self._try_launch("/clear", self._clear)
@@ -263,6 +269,7 @@ class Session:
         """A new task or a reopened one: its counts, its patch (nothing to undo), no notes."""
         self.stats, self.notes = stats or Stats(), []
         self.applied: tuple[str, str] | None = None  # where /apply wrote, and which patch
+        self.compaction: session_compact.Compaction | None = None  # /compact's view of the conversation
         self.history.reset(patch)
 
     def _start(self, task: Task) -> None:
@@ -283,6 +290,7 @@ class Session:
         self.trajectory_id = trajectory.id
         self.trajectory_path = str(self.store.path_for(trajectory.id))
         self._reset(Stats.from_totals(trajectory.totals), trajectory.patch or "")
+        self.stats.context = estimate_tokens(trajectory.messages)
         self.last_status = trajectory.exit_status
         self.emit(Resumed(run_id=trajectory.id, trajectory=trajectory))
         self.slot.open(self.task, trajectory.patch or "")

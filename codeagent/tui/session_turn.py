@@ -10,6 +10,7 @@ from ..run.solve import preflight, samples_candidates, write_patch_file
 from ..sandbox import SandboxError
 from ..status import ExitStatus
 from ..task import Task
+from .session_compact import view
 from .session_events import Resumed, SamplingStarted
 
 
@@ -71,6 +72,8 @@ def run_agent(session, follow_up: str | None = None) -> None:
         session.slot.open(session.task, session.patch)
     session.ran_agent = True
     resume = session.store.load(session.trajectory_id) if session.trajectory_id else None
+    if resume is not None:
+        resume = view(session, resume)  # after /compact: the summary, not the whole conversation
     localization = "" if resume else localize(session, session.task)  # the first turn's hint
     if session.notes:
         follow_up = "\n\n".join(session.notes + ([follow_up] if follow_up else []))

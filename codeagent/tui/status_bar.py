@@ -48,6 +48,7 @@ def _parts(status: dict[str, Any], frame: int, labels: bool, hints: bool) -> lis
         state = [("● idle", "dim"), separator] if labels else [("● ", "dim")]
     sandbox = status["sandbox"]
     parts = [*state, separator, (f"step {status['steps']}", ""), separator, (f"{tokens(status['tokens'])} tok", ""),
+             *_context(status, separator, labels),
              separator, (f"${status['cost']:.4f}", ""), separator, ("sandbox ", "dim"),
              (sandbox, SANDBOX_STYLES.get(sandbox, "")), separator, (status["mode"], MODE_STYLES.get(status["mode"], ""))]
     if status.get("plan"):  # read-only tools (/plan, ctrl+t)
@@ -55,6 +56,17 @@ def _parts(status: dict[str, Any], frame: int, labels: bool, hints: bool) -> lis
     if hints:
         parts += [separator, ("/help · shift+tab mode · ctrl+c stop", "dim")]
     return parts
+
+
+def _context(status: dict[str, Any], separator: tuple[str, str], labels: bool) -> list[tuple[str, str]]:
+    """How much of the model's context window the conversation takes (model.context_tokens)."""
+    used, limit = status.get("context") or 0, status.get("context_limit") or 0
+    if not limit or not used:
+        return []
+    share = used / limit
+    style = "bold red" if share >= 0.9 else ("yellow" if share >= 0.7 else "")
+    text = f"ctx {tokens(used)}/{limit / 1000:g}k" if labels else f"ctx {share:.0%}"
+    return [separator, (text, style)]
 
 
 def _elide(name: str, room: int) -> str:
