@@ -38,14 +38,13 @@ async def test_an_approval_says_waiting_for_you_rings_and_a_denied_call_is_not_a
         assert "waiting for you" in status_text(app) and "working" not in status_text(app)
         assert rings, "no bell for the approval"
         await approve(pilot, "n", "enter", title="Run this command?")
-        await pilot.pause(0.1)
-        assert "waiting for you" not in status_text(app)
         await approve(pilot, "y", title="Edit calc.py?")
         await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
         await pilot.pause(0.1)
         block = next(b for b in app.transcript.blocks.values() if b.summary == "$ rm README.md")
         assert block._status == ("denied", "bold magenta")  # its own style: not an error in red
         assert "$ rm README.md · denied" in screen_text(app)
+        assert "waiting for you" not in status_text(app) and "idle" in status_text(app)
         assert len(rings) >= 3, rings  # two approvals and the end of the run
         await quit_app(pilot, session)
 
