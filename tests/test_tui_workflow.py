@@ -124,3 +124,41 @@ async def test_compact_summarizes_in_one_call_keeps_task_and_patch_and_the_meter
         trajectory = session.store.load(session.trajectory_id)
         assert any("2999" in str(message.get("content")) for message in trajectory.messages)  # the record keeps all
         await quit_app(pilot, session)
+
+
+@sync
+async def test_resume_opens_a_session_picker_chosen_with_the_arrows(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    turns = [fix_add(), call("submit"), {"role": "assistant", "content": "It is calc.py."}]
+    app, session, _ = make_app(repo, tmp_path, turns, mode="full-auto")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await type_line(pilot, "add() subtracts")
+        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the first run")
+        first = session.trajectory_id
+        await send(pilot, "/clear")
+        await until(pilot, lambda: session.task is None and not session.busy, what="/clear")
+        await type_line(pilot, "Where is add defined?")
+        await until(pilot, lambda: session.last_status == "answered" and not session.busy, what="the second run")
+        second = session.trajectory_id
+        await send(pilot, "/clear")
+        await until(pilot, lambda: session.task is None and not session.busy, what="/clear")
+
+        await send(pilot, "/resume")
+        await until(pilot, lambda: type(app.screen).__name__ == "PickScreen", what="the picker")
+        await pilot.pause(0.1)
+        shown = screen_text(app)
+        lines = [line for line in shown.splitlines() if "add" in line and ("answered" in line or "submitted" in line)]
+        assert len(lines) == 2, shown  # newest first: date, steps, status, title
+        assert "1  answered" in lines[0] and "Where is add defined?" in lines[0]
+        assert "2  submitted" in lines[1] and "add() subtracts" in lines[1]
+        assert "started" in shown and "steps" in shown and "status" in shown
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: session.trajectory_id == first and session.sandbox_state == "ready"
+                    and not session.busy, what="the resume")
+        assert session.trajectory_id != second and "+    return a + b" in session.patch
+        await send(pilot, "/resume")
+        await until(pilot, lambda: type(app.screen).__name__ == "PickScreen", what="the picker")
+        await pilot.press("escape")  # closes it; nothing changes
+        await until(pilot, lambda: type(app.screen).__name__ != "PickScreen", what="the picker to close")
+        assert session.trajectory_id == first
+        await quit_app(pilot, session)

@@ -28,9 +28,10 @@ from .candidates import CandidatesPanel
 from .completion_menu import CompletionMenu
 from .commands import SlashCommand, help_text, parse, plan_mode, plan_notice, resolve
 from .diff_panel import DiffPanel
+from .pick_screen import PickScreen
 from .prompt import PromptInput
 from .session import Session
-from .session_text import session_title
+from .session_text import SESSION_COLUMNS
 from .status_bar import StatusBar
 from .transcript import Transcript
 from .user_message import completer, init_request, prepare, repo_files
@@ -290,13 +291,13 @@ class CodeagentApp(App[int]):
 
     def _command_resume(self, argument: str, follow_up: str | None = None) -> None:
         if not argument:
-            recent = self.session.recent(10)
-            if not recent:
+            rows = self.session.recent_rows()
+            if not rows:
                 self.transcript.add_notice(f"No saved session for {self.session.repo}.")
                 return
-            lines = [f"  {session_title(header)}" for header in recent]
-            self.transcript.add_notice("Saved sessions for this repository (newest first):\n" + "\n".join(lines)
-                                       + "\n/resume ID (or a prefix), or /resume last")
+            picker = PickScreen("Resume a session of this repository (newest first)", SESSION_COLUMNS, rows,
+                                "↑↓ choose · Enter resumes it in a new sandbox · Esc closes · /resume ID also works")
+            self.push_screen(picker, lambda chosen: chosen and self._command_resume(chosen))
             return
         try:
             self.session.resume(argument, follow_up=follow_up)

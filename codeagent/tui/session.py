@@ -38,6 +38,7 @@ from .data.stats import Stats
 from .sandbox_slot import SandboxSlot
 from .session_events import Notice, Resumed, SessionChanged
 from .session_patch import working_tree
+from .session_text import session_row
 from .worker import Worker
 
 CONTINUE_AFTER = (ExitStatus.SUBMITTED, ExitStatus.ANSWERED, *LIMITS)  # a queued message then runs on its own
@@ -131,6 +132,18 @@ class Session:
     def recent(self, limit: int = 10) -> list[SessionHeader]:
         """This repository's latest sessions, newest first."""
         return recent_sessions(self.store, self.repo, limit)
+
+    def recent_rows(self, limit: int = 20) -> list[tuple[str, str]]:
+        """(id, line) for /resume's picker: when, how many steps, how it ended, what it was about."""
+        rows = []
+        for header in self.recent(limit):
+            try:
+                trajectory = self.store.load(header.id)
+                steps, status = len(trajectory.steps), trajectory.exit_status
+            except Exception:  # a damaged file: listed, and resuming it says what is wrong
+                steps, status = "?", "unreadable"
+            rows.append((header.id, session_row(header, steps, status)))
+        return rows
 
     # -- commands ------------------------------------------------------------------------------
 
