@@ -191,6 +191,9 @@ async def test_errors_resizes_and_commands_do_not_crash_the_app(make_repo, tmp_p
             await pilot.pause(0.05)
         for command in ("/help", "/cost", "/mode auto-edit", "/nonsense", "/resume", "/candidates", "/model"):
             await send(pilot, command)
+            if command == "/resume":  # a picker of the saved sessions: Esc closes it
+                await until(pilot, lambda: app.screen is not app.screen_stack[0], what="the picker")
+                await pilot.press("escape")
         await pilot.press("shift+tab")
         await pilot.pause(0.1)
         assert session.mode == "full-auto" and "Unknown command /nonsense" in screen_text(app)

@@ -5,9 +5,16 @@ and the context meter, steering best-of-N."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from codeagent.config import Config
+from codeagent.models import ScriptedModel
+from codeagent.trajectory.store import TrajectoryStore
+from codeagent.tui.app import CodeagentApp
 from codeagent.tui.approval_screen import ApprovalScreen
+from codeagent.tui.session import Session
 
 from .test_tui_app import approve, make_app, quit_app, screen_text, send, sync, type_line, until
 from .test_tui_session import FILES, call, fix_add
@@ -161,4 +168,72 @@ async def test_resume_opens_a_session_picker_chosen_with_the_arrows(make_repo, t
         await pilot.press("escape")  # closes it; nothing changes
         await until(pilot, lambda: type(app.screen).__name__ != "PickScreen", what="the picker to close")
         assert session.trajectory_id == first
+        await quit_app(pilot, session)
+
+
+class BySeed(ScriptedModel):
+    """Candidates differ by their sampling seed: each seed plays its own script (None: follow-ups)."""
+
+    def __init__(self, scripts):
+        super().__init__([])
+        self.scripts = scripts
+
+    def complete(self, messages, tools, sampling):
+        self.turns = self.scripts[sampling.seed]
+        return super().complete(messages, tools, sampling)
+
+
+@sync
+async def test_candidates_show_progress_open_each_patch_and_pick_one(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    target = make_repo(FILES, name="checkout")
+    release = threading.Event()
+
+    def held(messages):  # candidate 1 waits in its second step until the test has seen the progress lines
+        release.wait(60)
+        return call("submit")
+
+    swap = call("editor", command="str_replace", path="calc.py", old_str="a - b", new_str="b + a")
+    model = BySeed({0: [fix_add(), call("submit")], 1: [swap, held]})
+    config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
+                    scaling={"candidates": 2, "max_parallel": 2, "seeds": [0, 1], "verifiers": [], "policy": "vote"})
+    session = Session(config, model, repo=str(repo), mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
+    app = CodeagentApp(session)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await type_line(pilot, "add() subtracts")
+        await until(pilot, lambda: "candidate 0 · done: submitted · 2 steps" in screen_text(app)
+                    and "candidate 1 · running step 2" in screen_text(app), timeout=120, what="the progress lines")
+        release.set()
+        await until(pilot, lambda: session.trajectory_id and not session.busy, timeout=120, what="the selection")
+        await pilot.pause(0.2)
+        shown = screen_text(app)
+        assert "candidate 0 · scored: submitted · 2 steps  ← selected" in shown, shown
+        assert "candidate 1 · scored: submitted · 2 steps" in shown
+        assert "ties with candidate 1 on votes, similarity and was sampled first" in shown  # the tie-break, named
+        assert "+    return a + b" in session.patch
+
+        await send(pilot, "/candidates")
+        await until(pilot, lambda: type(app.screen).__name__ == "PickScreen", what="the candidates picker")
+        await pilot.press("down", "enter")  # candidate 1's patch
+        await until(pilot, lambda: type(app.screen).__name__ == "PatchScreen", what="the patch")
+        await pilot.pause(0.1)
+        shown = screen_text(app)
+        assert "Candidate 1's patch" in shown and "+    return b + a" in shown and "a + b" not in shown
+        await pilot.press("escape")  # back to the list of candidates
+        await until(pilot, lambda: type(app.screen).__name__ == "PickScreen", what="the picker again")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.screen_stack[0], what="the conversation")
+
+        await send(pilot, "/candidates pick 1")
+        await until(pilot, lambda: "b + a" in session.patch and not session.busy, what="the pick")
+        await pilot.pause(0.2)
+        assert app.diff.patch == session.patch
+        assert session.trajectory_id == next(r for r, c in app.candidates.candidates.items() if c.index == 1)
+        shown = screen_text(app)
+        assert "candidate 1 · scored: submitted · 2 steps  ← selected" in shown and "picked by you" in shown
+        await send(pilot, f"/apply {target}")
+        await until(pilot, lambda: not session.busy, what="/apply")
+        assert (target / "calc.py").read_text() == "def add(a, b):\n    return b + a\n"
+        await send(pilot, "/candidates pick 7")
+        await until(pilot, lambda: "no such candidate" in screen_text(app), what="the refusal")
         await quit_app(pilot, session)

@@ -146,7 +146,8 @@ class Agent:
         run_id = writer.id
         self._hooks = Hooks(config.hooks, session_id=run_id, transcript_path=str(writer.path), warn=self.warn)
         emit = lambda event: self.events.emit(_stamped(event, run_id))  # noqa: E731
-        emit(RunStarted(task_id=task.instance_id, model=self.model.name, sandbox=sandbox.kind, replay=replay))
+        emit(RunStarted(task_id=task.instance_id, model=self.model.name, sandbox=sandbox.kind, replay=replay,
+                        candidate_index=candidate_index))
         context = ToolContext(sandbox=sandbox, issue=task.problem_statement, settings=ToolSettings(
             command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude(),

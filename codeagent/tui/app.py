@@ -18,6 +18,7 @@ from textual.content import Content
 from textual.message import Message
 
 from ..events import Event
+from ..run.printers import patch_stats
 from ..models import ModelConfigError
 from ..task import Task
 from ..trajectory.store import TrajectoryError
@@ -27,7 +28,7 @@ from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
 from .completion_menu import CompletionMenu
 from .commands import SlashCommand, help_text, parse, plan_mode, plan_notice, resolve
-from .diff_panel import DiffPanel
+from .diff_panel import DiffPanel, PatchScreen
 from .pick_screen import PickScreen
 from .prompt import PromptInput
 from .session import Session
@@ -286,8 +287,47 @@ class CodeagentApp(App[int]):
         self.session.compact()
 
     def _command_candidates(self, argument: str) -> None:
-        self.candidates.toggle_class("-shown")
+        """No argument: a picker of the candidates, each opening its patch; `pick N` chooses N."""
+        words = argument.split()
+        if words[:1] == ["pick"]:
+            if len(words) != 2 or not words[1].isdigit():
+                self.transcript.add_notice("Say /candidates pick N (N as numbered in the panel, from 0).", "warning")
+                return
+            self.session.pick_candidate(int(words[1]))
+            return
+        if argument:
+            self.transcript.add_notice(f"/candidates {argument}: say /candidates or /candidates pick N.", "warning")
+            return
+        self.candidates.add_class("-shown")
         self.candidates.refresh_table()
+        if not self.session.candidates:
+            self.transcript.add_notice("No scored candidates yet: their patches can be opened once they are verified "
+                                       "(the panel below follows them).")
+            return
+        self._pick_candidate_patch()
+
+    def _pick_candidate_patch(self) -> None:
+        chosen = {c.index for c in self.candidates.candidates.values() if c.selected}
+        rows = []
+        for index, candidate in sorted(self.session.candidates.items()):
+            added, removed, files = patch_stats(candidate.patch) if candidate.patch.strip() else (0, 0, 0)
+            scores = " ".join(f"{name}={value:.2f}" for name, value in candidate.scores.items()
+                              if isinstance(value, (int, float)))
+            rows.append((str(index), f"{index:>3}  {candidate.exit_status or 'failed':<16}  {files} file(s) +{added} "
+                                     f"-{removed}  {scores}" + ("  ← selected" if index in chosen else "")))
+        picker = PickScreen("Candidates: Enter opens one's patch", "  #  status            patch  scores", rows,
+                            "↑↓ choose · Enter opens the patch · Esc closes · /candidates pick N chooses one")
+
+        def opened(key: str | None) -> None:
+            if key is None:
+                return
+            index = int(key)
+            patch = self.session.candidates[index].patch
+            self.push_screen(PatchScreen(f"Candidate {index}'s patch", patch,
+                                         f"Esc: back to the candidates · /candidates pick {index} makes it the chosen "
+                                         "patch (what /apply applies)"), lambda _: self._pick_candidate_patch())
+
+        self.push_screen(picker, opened)
 
     def _command_resume(self, argument: str, follow_up: str | None = None) -> None:
         if not argument:

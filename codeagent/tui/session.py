@@ -82,6 +82,7 @@ class Session:
         self.last_status: str | None = None
         self.scaling = False  # sampling several candidates (config.scaling.candidates > 1), first turn only
         self.candidate_runs: set[str] = set()  # their run ids (the UI shows one of them live)
+        self.candidates: dict = {}  # index -> scaling Candidate (its patch, scores), once they are scored
         self.ran_agent = False
 
     # -- what the UI reads ---------------------------------------------------------------------
@@ -216,6 +217,10 @@ class Session:
         """Replace the conversation so far by a summary the model writes (session_compact.py)."""
         return self._try_launch("/compact", session_compact.compact, self)
 
+    def pick_candidate(self, index: int) -> bool:
+        """Make candidate `index` the session's run and patch (session_turn.pick)."""
+        return self._try_launch("/candidates pick", session_turn.pick, self, index)
+
     def clear(self) -> bool:
         """Forget the current task and close its sandbox; the next message starts a new task."""
         return self._try_launch("/clear", self._clear)
@@ -316,6 +321,7 @@ class Session:
         previous = self.trajectory_id
         self.slot.drop("none")
         self.task = self.trajectory_id = self.trajectory_path = self.last_status = None
+        self.candidates = {}
         self._reset()
         while not self.agent.inbox.empty():
             self.agent.inbox.get_nowait()
