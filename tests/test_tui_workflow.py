@@ -27,32 +27,54 @@ def status_text(app) -> str:
 
 
 @sync
-async def test_an_approval_says_waiting_for_you_rings_and_a_denied_call_is_not_an_error(make_repo, tmp_path):
-    repo = make_repo(FILES)
-    app, session, _ = make_app(repo, tmp_path, [call("bash", command="rm README.md"), fix_add(), call("submit")])
-    rings = []
-    app.bell = lambda: rings.append(len(rings))
+async def test_the_header_follows_the_approval_mode(make_repo, tmp_path):
+    app, session, _ = make_app(make_repo(FILES), tmp_path, [])
     async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.press("shift+tab", "shift+tab", "shift+tab")  # suggest -> auto-edit -> full-auto -> suggest
+        assert "· suggest mode" in screen_text(app)
         await pilot.press("shift+tab")
         await pilot.pause(0.1)
         shown = screen_text(app)
         assert "· auto-edit mode" in shown and "suggest mode" not in shown, shown
-        await pilot.press("shift+tab", "shift+tab")  # back to suggest: edits ask too
+        await send(pilot, "/mode full-auto")
+        await pilot.pause(0.1)
+        assert "· full-auto mode" in screen_text(app)
+        await quit_app(pilot, session)
+
+
+@sync
+async def test_an_approval_says_waiting_for_you_and_rings_as_does_the_end_of_a_run(make_repo, tmp_path):
+    app, session, _ = make_app(make_repo(FILES), tmp_path, [fix_add(), call("submit")])
+    rings, notified = [], []
+    app.bell = lambda: rings.append(len(rings))
+    notify = app.notify
+    app.notify = lambda text, **options: (notified.append(text), notify(text, **options))
+    async with app.run_test(size=(120, 30)) as pilot:
         await type_line(pilot, "add() subtracts")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the dialog")
         await pilot.pause(0.1)
         assert "waiting for you" in status_text(app) and "working" not in status_text(app)
-        assert rings, "no bell for the approval"
-        await approve(pilot, "n", "enter", title="Run this command?")
+        assert rings == [0], "one bell for the approval"
+        assert notified == ["Waiting for you: Edit calc.py?"]
         await approve(pilot, "y", title="Edit calc.py?")
+        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
+        await pilot.pause(0.1)
+        assert rings == [0, 1], "one more at the end of the run"
+        assert notified[-1] == "The run ended: submitted."
+        assert "waiting for you" not in status_text(app) and "idle" in status_text(app)
+        await quit_app(pilot, session)
+
+
+@sync
+async def test_a_denied_call_shows_as_denied_not_as_an_error(make_repo, tmp_path):
+    app, session, _ = make_app(make_repo(FILES), tmp_path, [call("bash", command="rm README.md"), call("submit")])
+    async with app.run_test(size=(120, 30)) as pilot:
+        await type_line(pilot, "add() subtracts")
+        await approve(pilot, "n", "enter", title="Run this command?")
         await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
         await pilot.pause(0.1)
         block = next(b for b in app.transcript.blocks.values() if b.summary == "$ rm README.md")
         assert block._status == ("denied", "bold magenta")  # its own style: not an error in red
         assert "$ rm README.md · denied" in screen_text(app)
-        assert "waiting for you" not in status_text(app) and "idle" in status_text(app)
-        assert len(rings) >= 3, rings  # two approvals and the end of the run
         await quit_app(pilot, session)
 
 
