@@ -14,8 +14,8 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
-from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tools.readonly_commands import is_read_only_command
+from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.approval import (
     ApprovalPolicy,
     Decision,

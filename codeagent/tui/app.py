@@ -18,21 +18,21 @@ from textual.content import Content
 from textual.message import Message
 
 from ..events import Event
-from ..run.printers import patch_stats
 from ..models import ModelConfigError
+from ..run.printers import patch_stats
 from ..task import Task
 from ..trajectory.store import TrajectoryError
 from .approval import MODES, ApprovalRequest, Decision, next_mode
 from .approval_rules import rules_command
 from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
-from .completion_menu import CompletionMenu
 from .commands import SlashCommand, help_text, parse, plan_mode, plan_notice, resolve
+from .completion_menu import CompletionMenu
 from .diff_panel import DiffPanel, PatchScreen
 from .pick_screen import PickScreen
 from .prompt import PromptInput
 from .session import Session
-from .session_text import SESSION_COLUMNS
+from .session_text import SESSION_COLUMNS, session_row
 from .status_bar import StatusBar
 from .transcript import Transcript
 from .user_message import completer, init_request, prepare, repo_files
@@ -331,7 +331,8 @@ class CodeagentApp(App[int]):
 
     def _command_resume(self, argument: str, follow_up: str | None = None) -> None:
         if not argument:
-            rows = self.session.recent_rows()
+            rows = [(header.id, session_row(header, steps, status))
+                    for header, steps, status in self.session.recent_details()]
             if not rows:
                 self.transcript.add_notice(f"No saved session for {self.session.repo}.")
                 return

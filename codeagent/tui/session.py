@@ -38,7 +38,6 @@ from .data.stats import Stats
 from .sandbox_slot import SandboxSlot
 from .session_events import Notice, Resumed, SessionChanged
 from .session_patch import working_tree
-from .session_text import session_row
 from .worker import Worker
 
 CONTINUE_AFTER = (ExitStatus.SUBMITTED, ExitStatus.ANSWERED, *LIMITS)  # a queued message then runs on its own
@@ -134,8 +133,8 @@ class Session:
         """This repository's latest sessions, newest first."""
         return recent_sessions(self.store, self.repo, limit)
 
-    def recent_rows(self, limit: int = 20) -> list[tuple[str, str]]:
-        """(id, line) for /resume's picker: when, how many steps, how it ended, what it was about."""
+    def recent_details(self, limit: int = 20) -> list[tuple[SessionHeader, int | str, str | None]]:
+        """For /resume's picker: each recent session's header, its steps and how it ended."""
         rows = []
         for header in self.recent(limit):
             try:
@@ -143,7 +142,7 @@ class Session:
                 steps, status = len(trajectory.steps), trajectory.exit_status
             except Exception:  # a damaged file: listed, and resuming it says what is wrong
                 steps, status = "?", "unreadable"
-            rows.append((header.id, session_row(header, steps, status)))
+            rows.append((header, steps, status))
         return rows
 
     # -- commands ------------------------------------------------------------------------------
