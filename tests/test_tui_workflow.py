@@ -120,9 +120,9 @@ async def test_slash_and_at_open_a_filtering_popup(make_repo, tmp_path):
 @sync
 async def test_compact_summarizes_in_one_call_keeps_task_and_patch_and_the_meter_drops(make_repo, tmp_path):
     repo = make_repo(FILES)
-    long_look = call("bash", command="sed -n p calc.py; seq 1 3000")  # a big observation fills the context
+    long_look = call("bash", command="awk 1 calc.py; seq 1 3000")  # a big observation fills the context
     turns = [long_look, fix_add(), call("submit"), {"role": "assistant", "content": "SUMMARY: add() fixed in calc.py"},
-             call("bash", command="sed -n p calc.py"), call("submit")]
+             call("bash", command="awk 1 calc.py"), call("submit")]
     app, session, model = make_app(repo, tmp_path, turns, mode="full-auto")
     async with app.run_test(size=(120, 30)) as pilot:
         await type_line(pilot, "add() subtracts")

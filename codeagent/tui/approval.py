@@ -3,7 +3,7 @@
 Three modes, as in other terminal agents: `suggest` asks before every command and every edit,
 `auto-edit` lets edits run and asks before commands, `full-auto` never asks (the sandbox is the
 guard). Reads (viewing files, search, code navigation, submit) never ask, nor do read-only shell
-commands (`ls`, `cat`, `git diff` ...: tools/readonly_commands.py).
+commands (`ls`, `cat`, `git diff` ...: tools/read_only_commands.py).
 
 "Always allow" remembers the command prefixes of a shell command (`git status`, `python -m pytest`,
 `ls` ...), the path of an edit, or a tool; with `SavedRules` (approval_rules.py) they are kept for
@@ -25,16 +25,13 @@ from typing import Any
 
 from ..agent.loop import Approval
 from ..models import ToolCall
-from ..tools.readonly_commands import ASSIGNMENT, is_read_only_command, simple_commands
+from ..tools.read_only_commands import is_read_only_command
 from ..tools.registry import read_only_tools
+from ..tools.shell_words import ASSIGNMENT, command_prefixes
 from .approval_rules import Rule, SavedRules
 
 MODES = ("suggest", "auto-edit", "full-auto")
 EDIT_COMMANDS = {"create", "str_replace", "insert", "undo_edit"}
-# Programs whose first argument names what they do (`git status` is not `git push`).
-SUBCOMMAND_PROGRAMS = {"git", "pip", "pip3", "npm", "npx", "yarn", "pnpm", "cargo", "go", "uv", "poetry",
-                       "conda", "docker", "kubectl", "make", "bundle", "rake", "dotnet", "mvn", "gradle"}
-PYTHONS = {"python", "python3"}
 # They run the command in their arguments: a prefix rule for them would allow anything.
 RUNNERS = {"bash", "sh", "zsh", "dash", "ksh", "fish", "eval", "exec", "env", "xargs", "sudo", "su", "doas", "nohup",
            "timeout", "time", "nice", "ionice", "setsid", "stdbuf", "command", "builtin", "source", ".", "parallel",
@@ -48,27 +45,6 @@ def classify(tool: str, arguments: dict[str, Any]) -> str:
     if tool == "editor":
         return "edit" if arguments.get("command") in EDIT_COMMANDS else "read"
     return "command"
-
-
-def command_prefixes(command: str) -> list[tuple[str, ...]] | None:
-    """The prefix of each simple command in a shell command line, or None when the line does
-    something a prefix rule cannot vouch for (then it is always asked about)."""
-    segments = simple_commands(command)
-    return [_prefix(words) for words in segments] if segments else None
-
-
-def _prefix(words: list[str]) -> tuple[str, ...]:
-    """`git status`, `python -m pytest`, `ls`; variable assignments in front belong to it."""
-    assignments = 0
-    while assignments < len(words) - 1 and ASSIGNMENT.match(words[assignments]):
-        assignments += 1
-    head, words = tuple(words[:assignments]), words[assignments:]
-    program = words[0]
-    if program in PYTHONS and len(words) >= 3 and words[1] == "-m":
-        return head + tuple(words[:3])
-    if program in SUBCOMMAND_PROGRAMS and len(words) >= 2 and not words[1].startswith("-"):
-        return head + tuple(words[:2])
-    return head + (program,)
 
 
 def _edit_path(arguments: dict[str, Any], workdir: str = "/testbed") -> str:

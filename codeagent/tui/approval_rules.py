@@ -3,7 +3,7 @@
 They live in the user's own folder (beside the user config: allow-rules.json, or
 $CODEAGENT_ALLOW_RULES), keyed by the repository's path or URL. Never in the repository: its files
 are the repository's word, not the user's. A rule is a command prefix (`python -m pytest`), an
-edited path, or a tool's name; what a prefix allows is decided by approval.command_prefixes, so a
+edited path, or a tool's name; what a prefix allows is decided by tools/shell_words.command_prefixes, so a
 saved `pytest` does not allow `pytest; rm -rf /`.
 
 No Textual here.
