@@ -12,16 +12,20 @@ from . import __version__
 # The exit codes of `codeagent solve` (documented in the README): 0 a patch was submitted (and
 # applied, with --apply), or in plan mode the agent answered; 1 the run ended without one, or --apply refused; 2 a usage error; 3 the
 # configuration or the environment (no model or key, Docker, a bad setting); 4 a limit was reached;
-# 5 the model failed (unreachable, rejected the request); 130 interrupted (Ctrl-C).
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_LIMIT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
+# 5 the model failed (unreachable, rejected the request); 6 the agent submitted an empty patch (it changed
+# nothing: CI tells that from a fix); 130 interrupted (Ctrl-C).
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_LIMIT, EXIT_MODEL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5, 6
+EXIT_INTERRUPTED = 130
 
 
 def exit_code(status: str) -> int:
     """The process's exit code for a run's exit status."""
     from .status import LIMITS, ExitStatus
 
-    if status in (ExitStatus.SUBMITTED, ExitStatus.ANSWERED):  # answered: plan mode's plain answer
+    if status in (ExitStatus.SUBMITTED, ExitStatus.ANSWERED):  # answered: a plain reply, the agent's answer
         return EXIT_OK
+    if status == ExitStatus.EMPTY_SUBMISSION:
+        return EXIT_EMPTY
     if status in LIMITS:
         return EXIT_LIMIT
     if status == ExitStatus.MODEL_ERROR:
@@ -31,7 +35,36 @@ def exit_code(status: str) -> int:
     return EXIT_FAILED
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+class _Group(click.Group):
+    """Ctrl-C at any moment (imports, the model check, the sandbox being built, a run) exits 130, not with
+    click's `Aborted!` and 1; the sandboxes unwind on the way out (with statements, atexit), and any
+    container of this process left half made is removed."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            _remove_own_sandboxes()
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+def _remove_own_sandboxes() -> None:
+    """Containers of this process that no `with` closed: one whose creation Ctrl-C cut (the engine made
+    it, the answer never came)."""
+    if "codeagent.sandbox.docker" not in sys.modules:
+        return  # no Docker sandbox was started
+    from .sandbox.docker import close_all
+    from .sandbox.prune import remove_own
+
+    close_all()
+    try:
+        remove_own()
+    except Exception:  # noqa: BLE001 - the engine went away: `codeagent sandbox prune` removes them later
+        pass
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, prog_name="codeagent")
 @click.option("--model", "model_name", type=str, help="The model for `solve` (as `solve --model`).")
 @click.option("--api-base", type=str, help="Base URL of an OpenAI-compatible server (as `solve --api-base`).")
@@ -53,7 +86,8 @@ def cli(ctx: click.Context, model_name: str | None, api_base: str | None) -> Non
 @cli.command()
 @click.option("--repo", type=str, default=".", show_default=True, help="The repository (path, mirror or URL).")
 @click.option("--issue", "issue_text", type=str, help="The issue to resolve, as text.")
-@click.option("--issue-file", type=click.Path(exists=True, dir_okay=False), help="The issue, from a file.")
+@click.option("--issue-file", type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+              help="The issue, from a file (-: standard input).")
 @click.option("--example", type=str, help="Solve a bundled example task (e.g. cart) instead.")
 @click.option("--commit", type=str, help="Start from this commit (default: HEAD).")
 @click.option("--model", "model_name", type=str, help="litellm model id, or replay:TRAJECTORY.")
@@ -85,8 +119,8 @@ def solve(ctx, repo, issue_text, issue_file, example, commit, model_name, api_ba
     """Resolve an issue in a repository; the result is a patch (and a trajectory).
 
     In a terminal this opens the interactive TUI (type the issue there); --headless or no terminal prints
-    progress instead. Exit codes: 0 submitted, 1 no patch or --apply refused, 2 usage, 3 configuration or
-    environment, 4 a limit reached, 5 model error, 130 interrupted."""
+    progress instead. Exit codes: 0 submitted (or answered), 1 no patch or --apply refused, 2 usage, 3
+    configuration or environment, 4 a limit reached, 5 model error, 6 an empty submission, 130 interrupted."""
     from .config import ConfigError, flag_overrides
     from .models import ModelConfigError
     from .trajectory.store import TrajectoryError
@@ -143,6 +177,12 @@ def _absolute_if_local(repo: str) -> str:
 
 
 def _read_issue_file(path: str) -> str:
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise click.BadParameter("standard input is not UTF-8 text", param_hint="--issue-file") from None
     try:
         return open(path, encoding="utf-8").read()
     except UnicodeDecodeError:
@@ -157,9 +197,11 @@ def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, ov
 
     from .config import load_config, trust_project, untrusted_settings
     from .models import ModelConfigError
-    from .run.solve import resolve_model
+    from .run.solve import continue_with_session_model, load_session, resolve_model
     from .tui import ask_trust, run_tui
 
+    resumed = load_session(load_config(None, None), session, repo) if session else None
+    session = resumed.id if resumed else None  # the one found now is the one reopened
     task = None if session else _task_from_flags(repo, issue_text, issue_file, example, commit)
     local = (task.repo if task else repo) if Path(task.repo if task else repo).is_dir() else None
     asked = [] if trust or local is None else untrusted_settings(local, config_file, overrides)
@@ -171,6 +213,8 @@ def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, ov
             click.echo(f"trusted {Path(local).resolve()} (recorded in {trust_project(local)})", err=True)
             trust = True
     config = load_config(local, config_file, overrides, trust=trust)
+    if resumed is not None:
+        continue_with_session_model(config, resumed, overrides)
     try:
         model, replay = resolve_model(config, example)
     except ModelConfigError:
@@ -198,10 +242,12 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     from . import patches
     from .config import load_config
     from .events import EventBus
+    from .models import ModelConfigError, ModelError
     from .run.apply import apply_patch as apply_to_tree
     from .run.printers import JsonPrinter, ProgressPrinter
-    from .run.solve import load_session, resolve_model, samples_candidates
+    from .run.solve import continue_with_session_model, load_session, resolve_model, samples_candidates
     from .run.solve import solve as run_solve
+    from .status import ExitStatus
     from .task import Task
     from .visible import visible
 
@@ -209,8 +255,8 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     task = Task.model_validate(resumed.task) if resumed else _task_from_flags(repo, issue_text, issue_file, example, commit)
     follow_up = (issue_text or (_read_issue_file(issue_file) if issue_file else None)) if resumed else None
     config = load_config(task.repo if Path(task.repo).is_dir() else None, config_file, overrides, trust=trust)
-    if resumed is not None and not config.model.name and not resumed.model.startswith("replay:"):
-        config.model.name = resumed.model  # a session continues with its own model by default
+    if resumed is not None:
+        continue_with_session_model(config, resumed, overrides)
     model, replay = resolve_model(config, example)
     if images and follow_up is not None:
         follow_up = _attach_images(follow_up, images, config, model)
@@ -222,15 +268,32 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     events = EventBus(JsonPrinter(deltas=json_deltas) if as_json else ProgressPrinter(compact=samples_candidates(config, resumed)))
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
-    outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up)
+    try:
+        outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up,
+                            answers=True)
+    except ModelConfigError:
+        raise  # exit 3 (_user_errors)
+    except ModelError as error:  # the check before any sandbox (a run's own model errors end the run): a
+        click.echo(f"error: {visible(str(error))}", err=True)  # server that is not there, one line
+        sys.exit(EXIT_MODEL)
     result = outcome.result
     if not as_json:  # exact bytes when piped (`> fix.patch`); on a terminal shown, not obeyed
         if sys.stdout.isatty():
             click.echo(visible(patches.for_display(result.patch)), nl=False)
         else:
             patches.to_stdout(result.patch)
-        click.echo(f"patch written to {outcome.patch_file}" if result.patch.strip()
-                   else "no patch: the run changed no file", err=True)
+    if result.record_lost:  # the work is kept all the same: the patch below says where
+        click.echo(f"warning: the trajectory was not saved whole: {result.record_lost}", err=True)
+    moved = f" (not beside its trajectory: {outcome.patch_moved})" if outcome.patch_moved else ""
+    if not result.patch.strip():
+        if not as_json:
+            click.echo("no patch: the run changed no file", err=True)
+    elif outcome.patch_file is None:
+        click.echo(f"warning: no file could hold the patch{moved}; it is on stdout only", err=True)
+    elif not as_json or moved:
+        click.echo(f"patch written to {outcome.patch_file}{moved}", err=True)
+    if result.exit_status == ExitStatus.EMPTY_SUBMISSION and not as_json:
+        click.echo(f"the agent submitted an empty patch: exit code {EXIT_EMPTY}", err=True)
     code = exit_code(result.exit_status)
     if apply_patch and result.patch.strip():
         if example or not Path(task.repo).is_dir():
@@ -337,15 +400,20 @@ def sandbox_run(repo, example, commit, kind, timeout, network, command) -> None:
 
 
 @sandbox.command("prune")
-@click.option("--all", "prune_all", is_flag=True, help="Also remove sandboxes whose owner process is alive.")
+@click.option("--all", "prune_all", is_flag=True,
+              help="Also remove sandboxes whose owner process is alive, or runs on another host.")
 @click.option("--images", is_flag=True, help="Also remove cached workspace images.")
 def sandbox_prune(prune_all: bool, images: bool) -> None:
     """Remove leftover sandbox containers (and, with --images, workspace images)."""
     from .sandbox.prune import prune
 
     with _user_errors():
-        containers, removed_images = prune(include_live=prune_all, images=images)
-    click.echo(f"removed {containers} container(s) and {removed_images} image(s)")
+        pruned = prune(include_live=prune_all, images=images)
+    click.echo(f"removed {pruned.containers} container(s), {pruned.images} image(s) and {pruned.trees} cached "
+               "tree(s)")
+    if pruned.other_hosts:
+        click.echo(f"note: left {pruned.other_hosts} sandbox(es) of other hosts sharing this Docker engine: their "
+                   "owners cannot be checked from here (prune on their host, or --all removes them)", err=True)
 
 
 # -- plumbing --------------------------------------------------------------------------------------

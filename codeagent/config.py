@@ -27,7 +27,8 @@ PROJECT_FILE = ".codeagent.yaml"
 # What an untrusted repository's .codeagent.yaml may set: how the work is done, never whom it talks
 # to (model name, endpoint), where it runs or what it can reach (sandbox, mounts, network, image),
 # what the host reads or writes (prompts_dir, trajectories_dir), how many runs it pays for
-# (candidates, attempts, models) or whom it trusts. Any key not listed, present or future, needs trust.
+# (candidates, attempts, models), what is left out of the patch (patch_exclude, scratch_dir: "*.py" would
+# drop the agent's fix in silence) or whom it trusts. Any key not listed, present or future, needs trust.
 # "lower": the repository may tighten the limit the user has, not raise it.
 REPOSITORY_MAY_SET: dict[str, Literal["any", "lower"]] = {
     "limits.max_steps": "lower",
@@ -36,6 +37,8 @@ REPOSITORY_MAY_SET: dict[str, Literal["any", "lower"]] = {
     "limits.max_format_errors": "any",
     "limits.command_timeout": "any",
     "limits.max_patch_bytes": "lower",
+    "limits.max_tool_calls": "lower",
+    "limits.max_tool_calls_per_reply": "lower",
     "model.temperature": "any",
     "model.top_p": "any",
     "model.max_tokens": "any",
@@ -43,8 +46,6 @@ REPOSITORY_MAY_SET: dict[str, Literal["any", "lower"]] = {
     "model.native_tools": "any",
     "model.context_tokens": "any",
     "agent.tools": "any",
-    "agent.scratch_dir": "any",
-    "agent.patch_exclude": "any",
     "agent.review_on_submit": "any",
     "agent.observation_chars": "any",
     "agent.localize": "any",
@@ -106,6 +107,8 @@ class LimitSettings(_Section):
     max_format_errors: Positive = 3  # in a row
     command_timeout: float = Field(300.0, gt=0)
     max_patch_bytes: Positive = 5_000_000  # a bigger final patch is not stored; the run ends as patch_too_large
+    max_tool_calls: Positive = 1000  # in one run (a TUI turn, a resumed run); then it ends as max_tool_calls
+    max_tool_calls_per_reply: Positive = 32  # the reply's further calls are not run (each is told so)
 
 
 class SandboxSettings(_Section):
@@ -209,11 +212,15 @@ class Config(_Section):
 
     def recorded(self) -> dict[str, Any]:
         """The config as a trajectory keeps it: MCP servers' env and headers (tokens) name their keys
-        only. (A plain dump keeps them: eval workers rebuild the config from it.)"""
+        only, and the tokens in their `url` and `args` are hidden. (A plain dump keeps them: eval
+        workers rebuild the config from it.)"""
         data = self.model_dump(mode="json")
         for server in data["mcp"]["servers"].values():
             for field in ("env", "headers"):
-                server[field] = {key: "<hidden>" for key in server[field]}
+                server[field] = {key: HIDDEN for key in server[field]}
+            server["args"] = hide_secret_args(server["args"])
+            if server["url"]:
+                server["url"] = hide_secret_url(server["url"])
         return data
 
     def trajectory_root(self) -> Path | None:
@@ -221,6 +228,59 @@ class Config(_Section):
 
     def patch_exclude(self) -> list[str]:
         return [f"{self.agent.scratch_dir.rstrip('/')}/*", *self.agent.patch_exclude]
+
+
+HIDDEN = "<hidden>"
+# A flag, query key or NAME=value whose name says it carries a secret.
+_SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|credential|bearer|session|signature|sig$", re.I)
+
+
+def hide_secret_args(args: list[str]) -> list[str]:
+    """`--api-key X`, `--token=X`, `-e GITHUB_TOKEN=X`, `--header "Authorization: Bearer X"`, a URL's
+    password or token: the value is hidden, the name kept."""
+    out: list[str] = []
+    hide_next = False
+    for arg in args:
+        if hide_next:
+            out.append(HIDDEN)
+            hide_next = False
+            continue
+        name, equals, value = arg.partition("=")
+        header, colon, _ = arg.partition(":")
+        if equals and "://" not in name and _SECRET_NAME.search(name):
+            out.append(f"{name}={HIDDEN}")
+        elif equals and "://" not in name and "://" in value:
+            out.append(f"{name}={hide_secret_url(value)}")
+        elif "://" in arg:
+            out.append(hide_secret_url(arg))
+        elif colon and re.fullmatch(r"[\w-]+", header) and _SECRET_NAME.search(header):
+            out.append(f"{header}: {HIDDEN}")
+        else:
+            out.append(arg)
+            hide_next = arg.startswith("-") and bool(_SECRET_NAME.search(arg))
+    return out
+
+
+def hide_secret_url(url: str) -> str:
+    """user:password@ and the values of query keys that name a secret (api_key, token, ...) are hidden."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return HIDDEN  # not a URL we can take apart: keep none of it
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if port is not None:
+        netloc = f"{netloc}:{port}"
+    if parts.username is not None:
+        userinfo = HIDDEN if parts.password is None else f"{parts.username}:{HIDDEN}"
+        netloc = f"{userinfo}@{netloc}"
+    query = urlencode([(key, HIDDEN if _SECRET_NAME.search(key) else value)
+                       for key, value in parse_qsl(parts.query, keep_blank_values=True)], safe="<>")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))  # a fragment can carry a token too
 
 
 def user_config_path() -> Path:

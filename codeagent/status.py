@@ -8,10 +8,12 @@ from enum import Enum
 
 class ExitStatus(str, Enum):
     SUBMITTED = "submitted"
-    ANSWERED = "answered"  # interactive or plan mode: a plain-text reply ended the turn; the user answers next
+    EMPTY_SUBMISSION = "empty_submission"  # `solve` (TUI, headless): the agent submitted and changed nothing
+    ANSWERED = "answered"  # a user follows (TUI, headless solve) or plan mode: a plain reply ended the turn
     MAX_STEPS = "max_steps"
     MAX_COST = "max_cost"
     MAX_TIME = "max_time"
+    MAX_TOOL_CALLS = "max_tool_calls"
     FORMAT_ERRORS = "format_errors"
     INTERRUPTED = "interrupted"
     MODEL_ERROR = "model_error"
@@ -26,4 +28,4 @@ class ExitStatus(str, Enum):
         return format(self.value, spec)
 
 
-LIMITS = (ExitStatus.MAX_STEPS, ExitStatus.MAX_COST, ExitStatus.MAX_TIME)  # a limit ended the run
+LIMITS = (ExitStatus.MAX_STEPS, ExitStatus.MAX_COST, ExitStatus.MAX_TIME, ExitStatus.MAX_TOOL_CALLS)  # a limit ended the run

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian/Ubuntu machine: the Docker engine (installed and started
 # when none answers), debootstrap (for air-gapped image builds), a virtualenv with codeagent in
-# it, and the sandbox base image. Safe to run again: what is there already is kept.
+# it (the versions of requirements/lock.txt: scripts/venv.sh), and the sandbox base image. Safe to
+# run again: what is there already is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,31 +41,14 @@ command -v tmux >/dev/null 2>&1 || apt_install tmux  # the TUI's real-terminal t
 # a local registry for the prebuilt-image tests (tests/test_prebuilt.py runs its own on 127.0.0.1)
 command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
 
-PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  log "creating .venv"
-  "$PYTHON" -m venv .venv || { apt_install python3-venv && "$PYTHON" -m venv .venv; }
-fi
+export PYTHON=${PYTHON:-python3}  # scripts/venv.sh makes the virtualenv with it
+"$PYTHON" -c "import ensurepip" 2>/dev/null || apt_install python3-venv
 EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray}
-stamp=$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS
-if [ "$(cat .venv/.codeagent-installed 2>/dev/null)" != "$stamp" ]; then
-  log "installing codeagent[$EXTRAS] into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  case ",$EXTRAS," in *,train,*)
-    # CPU PyTorch first: a bare `pip install torch` pulls gigabytes of CUDA packages.
-    if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-      wheel=$(ls /opt/wheels/torch-*+cpu-cp3*.whl 2>/dev/null | head -n 1 || true)
-      if [ -n "$wheel" ]; then
-        .venv/bin/python -m pip install -q "$wheel"
-      else
-        .venv/bin/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
-          || .venv/bin/python -m pip install -q torch
-      fi
-    fi;;
-  esac
-  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
-  echo "$stamp" > .venv/.codeagent-installed
-fi
+# The versions of requirements/lock.txt in .venv; with CODEAGENT_UNLOCKED=1 the newest ones, in .venv-latest.
+case ${CODEAGENT_UNLOCKED:-} in
+  ""|0) venv=.venv; bash scripts/venv.sh .venv "$EXTRAS" locked;;
+  *) venv=.venv-latest; bash scripts/venv.sh .venv-latest "$EXTRAS" latest;;
+esac
 
-.venv/bin/codeagent sandbox build >/dev/null
-log "ready: .venv/bin/codeagent"
+"$venv/bin/codeagent" sandbox build >/dev/null
+log "ready: $venv/bin/codeagent"

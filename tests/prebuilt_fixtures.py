@@ -163,8 +163,11 @@ def official_files() -> dict[str, str]:
 
 
 def smith_files() -> dict[str, str]:
-    return {"/testbed/calc.py": CALC_FIXED, "/testbed/conftest.py": "", "/testbed/tests/test_calc.py": TESTS + "\n\ndef test_add():\n"
-            "    assert add(2, 3) == 5\n"}
+    hidden = TESTS + "\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    # an image where the tests once ran: their compiled copy and pytest's cache name them too
+    return {"/testbed/calc.py": CALC_FIXED, "/testbed/conftest.py": "", "/testbed/tests/test_calc.py": hidden,
+            "/testbed/tests/__pycache__/test_calc.cpython-311-pytest-8.3.3.pyc": hidden,
+            "/testbed/.pytest_cache/v/cache/nodeids": '["tests/test_calc.py::test_add", "tests/test_calc.py::test_sub"]'}
 
 
 def r2e_files() -> dict[str, str]:

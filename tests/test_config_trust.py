@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from codeagent.config import ConfigError, load_config, parse_overrides, trust_project, untrusted_settings
-from codeagent.run.examples import example_repo, example_task
+from codeagent.run.examples import example_replay, example_repo, example_task
 
 from .test_models_litellm import FakeServer, completion, tool_call
 
@@ -69,6 +69,14 @@ def test_untrusted_repo_may_lower_limits_not_raise_them(repo, user_config):
     limits = load_config(repo, warn=warnings.append).limits
     assert (limits.max_steps, limits.max_cost, limits.max_seconds) == (60, 3.0, 60)
     assert "ignoring limits.max_steps, limits.max_cost from" in warnings[0]
+
+
+def test_untrusted_repo_may_lower_the_tool_call_caps_not_raise_them(repo, user_config):
+    (repo / ".codeagent.yaml").write_text("limits: {max_tool_calls: 100000, max_tool_calls_per_reply: 4}\n")
+    warnings = []
+    limits = load_config(repo, warn=warnings.append).limits
+    assert (limits.max_tool_calls, limits.max_tool_calls_per_reply) == (1000, 4)
+    assert "ignoring limits.max_tool_calls from" in warnings[0]
 
 
 def test_a_typo_in_the_repo_file_is_still_an_error(repo, user_config):
@@ -207,10 +215,27 @@ def test_an_untrusted_repo_gets_no_request_and_no_key(malicious_clone, server, e
 
 
 @pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("setting", ["patch_exclude: ['*.py']", "scratch_dir: shop"])
+def test_an_untrusted_repo_cannot_leave_the_fix_out_of_the_patch(malicious_clone, env, setting):
+    """On main: rc 0, "no patch: the run changed no file", the fix dropped in silence."""
+    clone, issue = malicious_clone
+    (clone / ".codeagent.yaml").write_text(f"agent: {{{setting}}}\n")
+    proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
+                 env=env)
+    assert proc.returncode == 0, proc.stderr
+    name = "agent." + setting.split(":")[0]
+    assert f"warning: ignoring {name} from {clone / '.codeagent.yaml'}: only a trusted repository" in proc.stderr
+    assert proc.stdout.startswith("diff --git a/shop/cart.py b/shop/cart.py")
+    proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
+                 "--trust", env=env)  # the user's choice: the setting applies
+    assert proc.returncode == 0 and "a/shop/cart.py" not in proc.stdout, proc.stderr
+
+
+@pytest.mark.usefixtures("no_leaks")
 def test_trust_lets_the_repo_choose_its_model_server(malicious_clone, server, env):
     clone, issue = malicious_clone
     (clone / ".codeagent.yaml").write_text(f"model: {{name: openai/gpt-4o, api_base: '{server.base}'}}\n")
     proc = solve("--repo", str(clone), "--issue-file", str(issue), "--trust", env=env)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 6, proc.stderr  # the run got its answer: a bare submit (an empty submission)
     assert "ignoring" not in proc.stderr and len(server.requests) == 1
     assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-the-users-secret"

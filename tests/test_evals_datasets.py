@@ -220,6 +220,9 @@ BROKEN = [
     ({"FAIL_TO_PASS": json.dumps([1, 2])}, "FAIL_TO_PASS.*must be a list"),
     ({"base_commit": KeyError}, "missing field 'base_commit'"),
     ({"repo": "not a repo"}, "'repo' must be owner/name"),
+    ({"repo": "../x"}, "'repo' must be owner/name"),  # a path that leaves --repos
+    ({"repo": "django/.."}, "'repo' must be owner/name"),
+    ({"repo": "django/django\n"}, "'repo' must be owner/name"),
 ]
 
 
@@ -279,3 +282,78 @@ def test_file_level_errors(tmp_path, raw_dev_rows):
     (tmp_path / "latin1.jsonl").write_bytes(json.dumps(rows[0]).encode() + b"\n\xe9\n")
     with pytest.raises(DatasetError, match="latin1.jsonl: not UTF-8 text"):
         read_file(tmp_path / "latin1.jsonl")
+
+
+def test_ids_that_would_share_an_output_folder_are_refused_naming_both(tmp_path, raw_dev_rows):
+    """On main, `a/b` and `a:b` both wrote instances/a_b: one's empty patch was graded with the other's report."""
+    rows = raw_dev_rows[:3]
+    rows[1]["instance_id"], rows[2]["instance_id"] = "django__django/1", "django__django:1"
+    path = _write(tmp_path / "clash.jsonl", rows)
+    with pytest.raises(DatasetError, match=r"instances 'django__django/1' and 'django__django:1' would share one "
+                                           r"output folder \(instances/django__django_1\)"):
+        read_file(path)
+    rows[2]["instance_id"] = "DJANGO__DJANGO/1"  # one folder on a case-insensitive disk
+    with pytest.raises(DatasetError, match="'django__django/1' and 'DJANGO__DJANGO/1' would share"):
+        read_file(_write(tmp_path / "case.jsonl", rows))
+
+
+def test_the_batch_refuses_clashing_ids_and_keeps_dots_inside_its_folder(tmp_path):
+    from codeagent.evals.batch import grade_batch
+    from codeagent.evals.runner import BatchDir
+
+    tasks = [Task(repo="r", instance_id=name, problem_statement="x") for name in ("a b", "a/b")]
+    with pytest.raises(ValueError, match="'a b' and 'a/b' would share one output folder"):
+        grade_batch(tasks, {}, tmp_path / "out", model_name="m")
+    batch = BatchDir(tmp_path / "out")
+    for name in ("..", ".", ""):
+        assert batch.instance(name).root.parent == tmp_path / "out" / "instances", name
+
+
+def test_repo_under_refuses_what_is_not_owner_name(tmp_path):
+    from codeagent.evals.datasets import repo_under
+
+    assert repo_under(tmp_path, "django/django", "i1") == tmp_path / "django" / "django"
+    for name in ("../x", "x/..", "./x", "a/b/c", "", None, "/etc/passwd"):
+        with pytest.raises(DatasetError, match=r"i1: its repository .* is not owner/name"):
+            repo_under(tmp_path, name, "i1")
+
+
+def test_escape_sequences_in_an_instance_id_are_shown_in_the_progress_line(capfd):
+    from codeagent.evals.batch import _say
+
+    _say("django\x1b]0;pwned\x07\x1b[2J\nfake", "tests running 30s: ok")
+    err = capfd.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1
+    assert err == "[django^[]0;pwned^G^[[2J fake] tests running 30s: ok\n"
+
+
+def test_eval_grade_refuses_clashing_ids_before_any_work(tmp_path, raw_dev_rows):
+    rows = raw_dev_rows[:2]
+    rows[0]["instance_id"], rows[1]["instance_id"] = "calc/1", "calc:1"
+    dataset = _write(tmp_path / "clash.jsonl", rows)
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": row["instance_id"], "model_name_or_path": "m",
+                                               "model_patch": ""}) + "\n" for row in rows))
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(dataset),
+                           "--predictions", str(predictions), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert "instances 'calc/1' and 'calc:1' would share one output folder (instances/calc_1)" in proc.stderr
+    assert not (tmp_path / "out" / "instances" / "calc_1").exists()
+
+
+def test_escape_sequences_and_markup_in_an_instance_id_are_shown_in_eval_progress(tmp_path, raw_dev_rows):
+    """The progress line names the last instance: on main its escape sequence reached the terminal
+    (and a `[/]` in an id would have been read as Rich markup)."""
+    rows = raw_dev_rows[:1]
+    rows[0]["instance_id"] = "calc-1\x1b]0;pwned\x07[/][red]"
+    dataset = _write(tmp_path / "evil.jsonl", rows)
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text(json.dumps({"instance_id": rows[0]["instance_id"], "model_name_or_path": "m",
+                                       "model_patch": ""}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(dataset),
+                           "--predictions", str(predictions), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+    assert "last calc-1^[]0;pwned^G[/][red]" in proc.stderr.replace("\n", "")

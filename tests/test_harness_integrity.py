@@ -160,6 +160,8 @@ def test_the_policy():
     assert not zeroed({"resolved": True, "touches_test_infrastructure": [], "masked_failures": []})
     masked = {"resolved": True, "masked_failures": ["t.py::test_fixed"]}
     assert reasons(masked) == ["t.py::test_fixed (reported failing, then passing)"] and zeroed(masked)
+    tampered = {"resolved": False, "tamper_evidence": ["a pytest session did not reach its end"]}  # guard.py
+    assert reasons(tampered) == ["tamper evidence: a pytest session did not reach its end"] and zeroed(tampered)
     with pytest.raises(ValueError, match="'zero' or 'allow'"):
         zeroed(flagged, "sometimes")
 

@@ -218,7 +218,7 @@ def test_in_a_full_auto_tui_session_a_hook_that_says_ask_brings_the_question(mak
                       store=TrajectoryStore(tmp_path / "t"), ask=answer)
     try:
         session.submit("push it")
-        assert session.wait_idle(90) and session.last_status == "submitted"
+        assert session.wait_idle(90) and session.last_status == "empty_submission"  # the push was denied
     finally:
         session.close()
     assert [request.body for request in requests] == ["git push"]  # full-auto asked only where the hook said so

@@ -195,10 +195,10 @@ def test_in_a_tui_session_mcp_calls_are_approved_like_commands_and_a_failed_serv
     session = Session(config, model, repo=str(repo), mode="auto-edit", store=TrajectoryStore(tmp_path / "t"),
                       ask=ask, emit=events.append)
     try:
-        session.submit("shout")
-        assert session.wait_idle(90) and session.last_status == "submitted"
+        session.submit("shout")  # MCP calls change no file: a TUI session's submit is then empty_submission
+        assert session.wait_idle(90) and session.last_status == "empty_submission"
         assert session.submit("once more") == "continued"
-        assert session.wait_idle(90) and session.last_status == "submitted"
+        assert session.wait_idle(90) and session.last_status == "empty_submission"
     finally:
         session.close()
     assert [request.title for request in requests] == ["Call the mcp__notes__shout tool?"]  # then always allowed
@@ -272,3 +272,32 @@ def test_eval_workers_rebuild_the_servers_tokens_from_the_config_dump():
     rebuilt = Config.model_validate(config.model_dump(mode="json"))
     assert rebuilt.mcp.servers["notes"].env == {"NOTES_TOKEN": "s3cret"}
     assert config.recorded()["mcp"]["servers"]["notes"]["env"] == {"NOTES_TOKEN": "<hidden>"}
+
+
+def test_tokens_in_a_servers_url_and_args_stay_out_of_the_record_and_the_export(make_repo, tmp_path):
+    """The server still gets its real arguments; the trajectory and `traj export` show neither token."""
+    from click.testing import CliRunner
+
+    from codeagent.trajectory.commands import traj
+
+    args = [*stdio()["args"], "--api-key", "s3cretA", "--token=s3cretB", "-e", "GH_TOKEN=s3cretC", "--port", "7",
+            "--header", "Authorization: Bearer s3cretF", "--upstream=https://bob:s3cretG@mcp.example.com/"]
+    config = Config(agent={"localize": False}, mcp={"servers": {
+        "notes": {"command": sys.executable, "args": args},
+        "web": {"url": "https://bob:s3cretD@mcp.example.com:8443/mcp?api_key=s3cretE&team=blue", "enabled": False}}})
+    result, observations, warnings, _, _ = run(make_repo, tmp_path, config, [
+        call("mcp__notes__shout", text="hi"), call("submit")])
+    assert warnings == [] and observations[0].startswith("HI!")  # the server started with its real args
+    record = Path(result.trajectory_path).read_text()
+    out = tmp_path / "raw.jsonl"
+    exported = CliRunner().invoke(traj, ["--store", str(tmp_path / "trajectories"), "export", "--format", "jsonl",
+                                         "--output", str(out)])
+    assert exported.exit_code == 0, exported.output
+    header = json.loads(record.splitlines()[0])
+    for text, first in ((record, header.get("trajectory", header)), (out.read_text(), json.loads(out.read_text()))):
+        assert not re.search(r"s3cret[A-G]", text)
+        saved = first["config"]["mcp"]["servers"]
+        assert saved["notes"]["args"][-10:] == [
+            "--api-key", "<hidden>", "--token=<hidden>", "-e", "GH_TOKEN=<hidden>", "--port", "7",
+            "--header", "Authorization: <hidden>", "--upstream=https://bob:<hidden>@mcp.example.com/"]
+        assert saved["web"]["url"] == "https://bob:<hidden>@mcp.example.com:8443/mcp?api_key=<hidden>&team=blue"

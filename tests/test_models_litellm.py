@@ -104,8 +104,10 @@ class FakeServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
+                # the request's own header object, not a dict: names are case-insensitive in HTTP, and
+                # clients differ (openai 3.x sends `authorization` in lower case)
                 outer.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(self.rfile.read(length))}
+                    {"path": self.path, "headers": self.headers, "body": json.loads(self.rfile.read(length))}
                 )
                 if outer.replies and outer.replies[0] == FakeServer.HANG:
                     outer.replies.pop(0)

@@ -194,7 +194,31 @@ def test_the_agent_sees_neither_the_grading_tests_nor_the_image_history(pushed):
         checks = "test -e tests/test_calc.py || echo hidden; git status --porcelain; git diff codeagent-base"
         assert box.run(checks).output.split() == ["hidden"]
         assert "return a - b\n\n\ndef sub" in box.read_file("/testbed/calc.py").decode()  # the bug is there
-        assert box.run("git rev-list --all | wc -l").output.strip() == "2"  # base, then the tests hidden
+        assert box.run("git rev-list --all | wc -l").output.strip() == "1"
+
+
+def test_no_git_object_of_a_hidden_test_is_left_in_the_agents_repository(pushed):
+    """SWE-smith (issue 21, item 4): from inside the agent's sandbox no git command prints a hidden
+    test (a commit that removed them would keep them one `git show HEAD~1:` away), nor does a compiled
+    copy left beside it; the grading image still runs them (the gold resolves:
+    test_swe_smith_tasks_grade_with_their_lists_in_their_image)."""
+    from codeagent.data.formats import load_tasks
+    from codeagent.harness.prebuilt import image_snapshot, mark, prepare
+    from codeagent.sandbox.docker import DockerSandbox
+
+    (task,) = mark(load_tasks(pushed["smith"]), registry=pushed["registry"])
+    images = prepare(task)
+    secret = "assert add(2, 3) == 5"  # only in the hidden test file
+    with DockerSandbox(image_snapshot(images.eval), prepared_image=images.eval) as box:  # the grading image has it
+        assert secret in box.run("git cat-file --batch-all-objects --batch").output
+    with DockerSandbox(image_snapshot(images.agent), prepared_image=images.agent) as box:
+        probes = ["git log --all -p", "git show HEAD~1:tests/test_calc.py", "git fsck --lost-found --unreachable",
+                  "cat .git/lost-found/other/* .git/lost-found/commit/*", "git cat-file --batch-all-objects --batch",
+                  "git reflog --all -p", "git stash list -p", "cat .git/ORIG_HEAD", "git tag -l", "git branch -a",
+                  "grep -ra 'add(2, 3)' /testbed"]
+        for probe in probes:
+            assert secret not in box.run(f"{probe} 2>&1").output, probe
+        assert "test_sub" not in box.run("cat .pytest_cache/v/cache/nodeids 2>&1").output
 
 
 def test_r2e_gym_tasks_grade_against_the_expected_output(pushed):

@@ -361,3 +361,97 @@ def test_prebuild_on_every_node_pins_one_task_to_each(cluster):
     results = prebuild([], RayExecutor(cluster[0].address))
     assert sorted(r["executor"]["node"] for r in results) == sorted(node.node_id for node in cluster[1])
     assert all(r["built"] == [] and r["errors"] == {} for r in results)
+
+
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+LOCAL_DRIVER = """
+import sys, time
+from codeagent.evals.ray_executor import RayExecutor
+
+def hold(repo):  # a task that keeps a sandbox open
+    from codeagent.sandbox import open_sandbox
+    box = open_sandbox(repo)
+    time.sleep(600)
+
+executor = RayExecutor(None, slots=1)
+ray = executor.connect()
+print("session", ray._private.worker._global_node.get_session_dir_path(), flush=True)
+for _ in executor.map_unordered(hold, [sys.argv[1]]):
+    pass
+"""
+
+
+def _ray_processes(session: str, driver: int) -> list:
+    """The driver and every process that holds a file of its Ray session (daemons, agents, workers)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid == driver or any(f.path.startswith(session) for f in process.open_files()):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _sandboxes_of(processes: list, before: set[str]) -> set[str]:
+    import socket
+
+    from codeagent.sandbox.docker import LABEL
+    from codeagent.sandbox.engine import docker_client
+
+    owners = {f"{socket.gethostname()}:{process.pid}" for process in processes}
+    return {c.id for c in docker_client().containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+            if c.id not in before and c.labels.get("codeagent.owner") in owners}
+
+
+def _listeners(processes: list) -> list[tuple[str, str, int]]:
+    import psutil
+
+    out = []
+    for process in processes:
+        try:
+            out += [(process.name(), c.laddr.ip, c.laddr.port) for c in process.net_connections(kind="inet")
+                    if c.status == psutil.CONN_LISTEN]
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return out
+
+
+def test_a_local_ray_listens_on_loopback_only_and_dies_with_its_driver(task, tmp_path):
+    """On main: GCS, raylet, agents, workers and three metrics exporters listened on every interface, the
+    token file was 0644, and after kill -9 of the driver two agents lived on, listening, and the task's
+    sandbox ran until `sandbox prune`; prune left the agents."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "CODEAGENT_CACHE": str(tmp_path / "cache")}
+    env.pop("RAY_ADDRESS", None)
+    before = sandbox_containers()
+    driver = subprocess.Popen([sys.executable, "-c", LOCAL_DRIVER, task.repo], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+    try:
+        line = driver.stdout.readline()
+        assert line.startswith("session "), line
+        session = line.split()[1]
+        deadline = time.monotonic() + 300
+        while not (held := _sandboxes_of(_ray_processes(session, driver.pid), before)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(held) == 1, "the task opened no sandbox"
+        processes = _ray_processes(session, driver.pid)
+        names = {process.name() for process in processes}
+        assert {"gcs_server", "raylet"} <= names and any("Agent" in name for name in names), names
+        listening = _listeners(processes)
+        assert listening and [entry for entry in listening if entry[1] not in LOOPBACK] == []
+        assert oct((home / ".ray" / "auth_token").stat().st_mode & 0o777) == "0o600"
+    finally:
+        driver.kill()  # kill -9: no shutdown runs
+        driver.wait()
+    prune = subprocess.run([sys.executable, "-m", "codeagent.cli", "sandbox", "prune"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert prune.returncode == 0, prune.stderr
+    deadline = time.monotonic() + 30
+    while _ray_processes(session, driver.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _ray_processes(session, driver.pid) == []  # the agents too
+    assert not held & sandbox_containers()

@@ -150,6 +150,47 @@ def test_a_workspace_image_pruned_behind_our_back_is_prepared_again(repo):
         assert second.run("cat main.py").output == "print('hi')\n"
 
 
+def test_prune_judges_only_owners_of_its_own_host(base_image):
+    """A Docker engine shared by hosts: on main a sandbox whose owner runs on another host was judged dead
+    (its pid is not one here) and removed. Now it stays, with a note; one of an earlier boot of this
+    machine is dead whatever its pid."""
+    import socket
+    from pathlib import Path
+
+    from codeagent.sandbox.docker import LABEL, owner_labels
+    from codeagent.sandbox.engine import docker_client
+
+    here = socket.gethostname()
+    machine = f"{here}/{Path('/etc/machine-id').read_text().strip() if Path('/etc/machine-id').exists() else ''}"
+    identity = f"{machine}/{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}"
+    host = "codeagent.host"
+    labels = {  # name -> (labels, kept?)
+        "other-host": ({"codeagent.owner": "node-b:999999999", host: "node-b/b0b/1234"}, True),
+        "other-host-old-label": ({"codeagent.owner": "node-b:999999999"}, True),
+        "earlier-boot": ({"codeagent.owner": f"{here}:{os.getpid()}", host: f"{machine}/an-earlier-boot"}, False),
+        "dead-here": ({"codeagent.owner": f"{here}:999999999", host: identity}, False),
+        "alive-here": ({"codeagent.owner": f"{here}:{os.getpid()}", host: identity}, True),
+    }
+    client = docker_client()
+    made = {name: client.containers.create(base_image, ["true"], name=f"codeagent-prune-test-{name}-{os.getpid()}",
+                                           labels={LABEL: "1", **extra}) for name, (extra, _) in labels.items()}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "sandbox", "prune"], capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        left = {container.id for container in client.containers.list(all=True, filters={"label": LABEL})}
+        assert {name for name, container in made.items() if container.id in left} == {
+            name for name, (_, kept) in labels.items() if kept}
+        assert "note: left" in proc.stderr and "of other hosts sharing this Docker engine" in proc.stderr
+        assert owner_labels()[host] == identity  # what this host's sandboxes carry
+    finally:
+        for container in made.values():
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass
+
+
 def test_prune_removes_the_service_network_of_a_dead_owner():
     import socket
 

@@ -94,7 +94,7 @@ def test_solve_with_candidates_runs_them_in_sandboxes_started_ahead(tmp_path):
 
 
 def _rollout_step(tmp_path, monkeypatch, warm: int):
-    """One GRPO step's rollouts (two of the cart example, one at a time, graded in their own sandbox)
+    """One GRPO step's rollouts (two of the cart example, one at a time, each graded in a fresh sandbox)
     with a scripted policy; the names of the threads that started their sandboxes."""
     from codeagent.config import Config
     from codeagent.models.replay import ScriptedModel
@@ -138,8 +138,9 @@ def test_rollouts_run_in_sandboxes_started_ahead_with_the_same_results(tmp_path,
     pool leaves nothing behind (no_leaks)."""
     warm, warm_starts = _rollout_step(tmp_path / "warm", monkeypatch, warm=1)
     cold, cold_starts = _rollout_step(tmp_path / "cold", monkeypatch, warm=0)
-    assert len(warm_starts) == 2 and all(name.startswith("warm-sandbox") for name in warm_starts), warm_starts
-    assert len(cold_starts) == 2 and not any(name.startswith("warm-sandbox") for name in cold_starts), cold_starts
+    # each rollout: the sandbox it runs in, and a fresh one its patch is graded in (rollout.grader=sandbox)
+    assert len(warm_starts) == 4 and all(name.startswith("warm-sandbox") for name in warm_starts), warm_starts
+    assert len(cold_starts) == 4 and not any(name.startswith("warm-sandbox") for name in cold_starts), cold_starts
 
     def outcome(rollouts):
         [summary] = rollouts.history

@@ -11,7 +11,7 @@ from codeagent.scaling.types import Candidate
 from codeagent.task import Task
 
 from .conftest import git
-from .test_harness_docker import CONFIG, GOLD, NOT_APPLYING, TEST_PATCH
+from .test_harness_docker import CONFIG, GOLD, NOT_APPLYING, REWRITES_REPORTS, TEST_PATCH
 
 SOURCE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = ("from calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n\n\n"
@@ -170,19 +170,24 @@ new file mode 100644
 
 @pytest.mark.usefixtures("no_leaks")
 def test_a_patch_touching_test_infrastructure_scores_zero(calc_task, tmp_path):
-    patches = [HOOKS_THE_REPORTS, HIDES_THE_BREAK, GOLD]
+    patches = [HOOKS_THE_REPORTS, HIDES_THE_BREAK, GOLD, REWRITES_REPORTS]
     candidates = [Candidate(instance_id=calc_task.instance_id, index=i, patch=p) for i, p in enumerate(patches)]
     score_candidates(calc_task, candidates, cache_dir=tmp_path / "cache", consensus=None)
-    assert [c.scores["regression"] for c in candidates] == [0.0, 0.0, 1.0]
-    hooked, hidden = (c.details["regression"] for c in candidates[:2])
-    assert hooked["outcome"] == "test_infrastructure" and hooked["run_score"] == 1.0  # the hook hid the break
-    assert hooked["touches_test_infrastructure"] == ["conftest.py"]
+    assert [c.scores["regression"] for c in candidates] == [0.0, 0.0, 1.0, 0.0]
+    hooked, hidden, _, rewriting = (c.details["regression"] for c in candidates)
+    # the hook hid the break from the log, not from codeagent's pytest guard (harness/guard.py)
+    assert hooked["outcome"] == "test_infrastructure" and hooked["run_outcome"] == "tamper_evidence"
+    assert hooked["touches_test_infrastructure"] == ["conftest.py"] and hooked["tamper_evidence"]
     assert hidden["test_infrastructure"] == {"tests/test_calc.py": "test patch file"} and hidden["run_score"] == 0.5
     assert "touches_test_infrastructure" not in candidates[2].details["regression"]
-    # configurable: "allow" scores the runs as they were (from the cache: nothing runs again)
+    # issue 21, item 1: calc.py rewrites pytest's reports; no test infrastructure is touched
+    assert rewriting["outcome"] == "test_infrastructure" and "touches_test_infrastructure" not in rewriting
+    assert any("TestReport.from_item_and_call" in line for line in rewriting["tamper_evidence"])
+    # configurable: "allow" scores the runs as they were (from the cache: nothing runs again); a run
+    # whose log the guard contradicts has no score to allow
     again = [c.model_copy(update={"scores": {}, "details": {}}) for c in candidates]
     score_candidates(calc_task, again, cache_dir=tmp_path / "cache", consensus=None, test_infrastructure="allow")
-    assert [c.scores["regression"] for c in again] == [1.0, 0.5, 1.0]
+    assert [c.scores["regression"] for c in again] == [0.0, 0.5, 1.0, 0.0]
 
 
 @pytest.mark.usefixtures("no_leaks")

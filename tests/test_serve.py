@@ -73,6 +73,10 @@ def raw_exchange(url: str, head: bytes, body_pieces=(), piece_timeout: float = 3
         return reply
 
 
+def host_line(url: str) -> bytes:
+    return b"Host: %s\r\n" % re.match(r"http://([^/]+)", url).group(1).encode()
+
+
 def status_of(reply: bytes) -> int | None:
     match = re.match(rb"HTTP/1\.[01] (\d{3})", reply)
     return int(match.group(1)) if match else None
@@ -135,14 +139,27 @@ def test_other_origins_are_refused_and_no_cors_is_answered(served):
     assert status == 200  # same origin (a client without Origin, like every API client, is fine too)
 
 
+def test_a_foreign_host_is_refused_even_without_an_origin(served):
+    """DNS rebinding: a page at evil.example:PORT, its name now resolving to 127.0.0.1, GETs /v1/models
+    (a simple request: no Origin is needed for a same-origin GET). The Host it sends names another server."""
+    port = served.httpd.server_address[1]
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"localhost:{port + 1}"):
+        for path in ("/v1/models", "/health"):
+            reply = raw_exchange(served.url, b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), host.encode()))
+            assert status_of(reply) == 403 and b"tiny" not in reply.partition(b"\r\n\r\n")[2], (host, reply)
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"):
+        reply = raw_exchange(served.url, b"GET /v1/models HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+        assert status_of(reply) == 200 and b"tiny" in reply, host
+
+
 def test_an_oversized_body_is_refused_before_it_is_read(served):
     from codeagent.train.serve import MAX_BODY_BYTES
 
-    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\n" + host_line(served.url) + b"Content-Type: application/json\r\n"
             b"Content-Length: 200000000\r\n\r\n")
     reply = raw_exchange(served.url, head)  # no body sent at all: the answer comes from the header alone
     assert status_of(reply) == 413 and b"200000000" in reply
-    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\n" + host_line(served.url) + b"Content-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n")
     piece = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
     reply = raw_exchange(served.url, head, [piece] * (MAX_BODY_BYTES // (1 << 20) + 2) + [b"0\r\n\r\n"])
@@ -159,7 +176,7 @@ def test_connections_are_bounded(tiny):
         try:
             for sock in held:  # a request head that never ends: each holds a connection slot
                 sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n")
-            reply = raw_exchange(server.url, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            reply = raw_exchange(server.url, b"GET /health HTTP/1.1\r\n" + host_line(server.url) + b"\r\n")
             assert status_of(reply) == 503
         finally:
             for sock in held:
@@ -207,9 +224,9 @@ def test_memory_stays_bounded_under_oversized_and_many_requests(tiny):
 
         size = 64 << 20
         piece = b" " * (1 << 20)
-        head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        head = (b"POST /v1/chat/completions HTTP/1.1\r\n" + host_line(url) + b"Content-Type: application/json\r\n"
                 b"Content-Length: %d\r\n\r\n" % size)
-        chunked_head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        chunked_head = (b"POST /v1/chat/completions HTTP/1.1\r\n" + host_line(url) +
                         b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
         chunk = b"%x\r\n%s\r\n" % (len(piece), piece)
         statuses: list = []

@@ -157,3 +157,86 @@ def test_ctrl_c_exits_130(checkout, env):
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "exit status: interrupted" in stderr
+
+
+# The disk under the trajectory store fills once the run's header is written: every record after it,
+# and the patch file beside it, get ENOSPC (a record cut half-way, as a full disk cuts it).
+DISK_FILLS = """
+import errno, os, runpy, sys
+from codeagent import patches
+from codeagent.trajectory import store
+
+STORE = os.environ["CODEAGENT_TRAJECTORY_DIR"]
+real_append, real_write, written = store._append_line, patches.write, []
+
+def full(path):
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+def append_line(fd, record):
+    if written:
+        os.write(fd, store.dumps_record(record).encode()[:20])
+        raise full(STORE)
+    written.append(record["record"])
+    real_append(fd, record)
+
+def write(path, patch):
+    if str(path).startswith(STORE):
+        raise full(path)
+    return real_write(path, patch)
+
+store._append_line, patches.write = append_line, write
+sys.argv = ["codeagent", *sys.argv[1:]]
+runpy.run_module("codeagent.cli", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("how", ["fills", "unwritable", "unwritable, 2 candidates"])
+def test_the_patch_survives_a_trajectory_store_that_cannot_be_written(checkout, env, tmp_path, how):
+    """Issue 21, item 5: a store whose disk fills mid-run, or a store that cannot exist at all (a folder
+    under /dev/full): the run goes on, the patch is printed, kept in a file elsewhere (this user's
+    private temporary folder) and said where, --apply applies it, exit 0; no traceback."""
+    clone, issue = checkout
+    env = {**env, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    args = ["solve", "--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
+            "--apply"]
+    if how.endswith("candidates"):
+        args += ["--set", "scaling.candidates=2"]
+    if how == "fills":
+        command = [sys.executable, "-c", DISK_FILLS, *args]
+    else:
+        env["CODEAGENT_TRAJECTORY_DIR"] = "/dev/full/trajectories"
+        command = [sys.executable, "-m", "codeagent.cli", *args]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("diff --git a/shop/cart.py b/shop/cart.py") and "del self._lines[sku]" in proc.stdout
+    assert "the trajectory cannot be written" in proc.stderr and "warning: the trajectory was not saved whole" in proc.stderr
+    kept = proc.stderr.split("patch written to ")[1].split()[0]
+    assert kept.startswith(str(tmp_path / "tmp")) and open(kept).read() == proc.stdout
+    assert f"{kept} (not beside its trajectory: " in proc.stderr
+    assert f"applied to {clone}: shop/cart.py" in proc.stderr and "del self._lines[sku]" in (clone / "shop/cart.py").read_text()
+
+
+def test_the_trajectory_store_is_private_to_the_user(checkout, env, tmp_path):
+    """Files 0600 and folders 0700 (the record, its .patch, images/), even with a umask of 022."""
+    import stat
+    import struct
+    import zlib
+
+    clone, issue = checkout
+    chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))  # noqa: E731
+    png = tmp_path / "shot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+                    + chunk(b"IDAT", zlib.compress(b"\x00\x00")) + chunk(b"IEND", b""))
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "solve", "--repo", str(clone), "--issue-file",
+                           str(issue), "--model", f"replay:{example_replay('cart')}", "--image", str(png),
+                           "--headless"], capture_output=True, text=True, env=env, timeout=300,
+                          preexec_fn=lambda: os.umask(0o022))
+    assert proc.returncode == 0, proc.stderr
+    store = tmp_path / "trajs"
+    modes = {str(path.relative_to(store)): stat.S_IMODE(path.stat().st_mode) for path in [store, *store.rglob("*")]}
+    assert {name.rsplit(".", 1)[-1] for name in modes if "." in name} >= {"jsonl", "patch", "png"}
+    assert "images" in modes
+    assert {name: mode for name, mode in modes.items()
+            if mode != (0o700 if (store / name).is_dir() else 0o600)} == {}

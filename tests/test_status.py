@@ -14,4 +14,4 @@ def test_exit_status_is_a_string_everywhere_it_goes():
     assert json.dumps({"exit_status": ExitStatus.MODEL_ERROR}) == '{"exit_status": "model_error"}'
     saved = Trajectory(id="t", exit_status=ExitStatus.PATCH_TOO_LARGE).model_dump_json()
     assert json.loads(saved)["exit_status"] == "patch_too_large"
-    assert set(LIMITS) == {"max_steps", "max_cost", "max_time"}
+    assert set(LIMITS) == {"max_steps", "max_cost", "max_time", "max_tool_calls"}

@@ -209,3 +209,44 @@ def test_sft_leaves_out_a_resolved_run_with_a_malformed_turn(tmp_path, tokenizer
     kept, _ = sft_rows(DataSection(store=str(store), max_format_errors=None), tokenizer)
     assert len(kept) == 2
     assert load_recipe("sft-toy").data.max_format_errors == 0
+
+
+def test_sft_and_dpo_leave_out_a_flagged_hack_unless_allowed(tmp_path, tokenizer):
+    """Issue 21, item 6: `train sft` takes no run the grader flagged (from the store, or from an export
+    made with --allow-flagged: its flags travel in the row); `train dpo` never chooses one;
+    data.allow_flagged takes them."""
+    from codeagent.evals.batch import _record_reward
+    from codeagent.train.data import dpo_rows, sft_rows
+    from codeagent.train.recipe import DataSection
+    from codeagent.trajectory import export
+    from codeagent.trajectory.store import TrajectoryStore
+
+    root = _store(tmp_path / "store")
+    store = TrajectoryStore(root)
+    hacked = next(t.id for t in store.iter() if t.instance_id == "task-3")  # unresolved: resolved by a hack
+    _record_reward({"trajectories_dir": str(root)}, hacked, {
+        "resolved": True, "outcome": "resolved", "touches_test_infrastructure": ["conftest.py"],
+        "test_infrastructure": {"conftest.py": "conftest"}})
+    rows, summary = sft_rows(DataSection(store=str(root)), tokenizer)
+    assert sorted(r["instance_id"] for r in rows) == ["task-1", "task-2"] and hacked not in summary["trajectory_ids"]
+    assert summary["dropped"] == {"flagged by the grader (data.allow_flagged: true takes them)": 1}
+    rows, _ = sft_rows(DataSection(store=str(root), allow_flagged=True), tokenizer)
+    assert sorted(r["instance_id"] for r in rows) == ["task-1", "task-2", "task-3"]
+
+    exported = tmp_path / "sft.jsonl"
+    assert export.to_sft(store.iter(), exported, allow_flagged=True) == 3
+    rows, summary = sft_rows(DataSection(dataset=str(exported)), tokenizer)
+    assert len(rows) == 2 and summary["dropped"] == {"flagged by the grader (data.allow_flagged: true takes them)": 1}
+
+    with store.create(task={"instance_id": "task-3", "repo": "o/r"}, model="scripted", tools=TOOLS,
+                      messages=[{"role": "system", "content": "You fix bugs."},
+                                {"role": "user", "content": "Fix bug 3."}]) as writer:  # a real fix of task 3
+        call = {"id": "c9", "type": "function", "function": {"name": "submit", "arguments": "{}"}}
+        writer.append_step({"finish_reason": "stop"}, [{"role": "assistant", "content": "Fixed it.", "tool_calls": [call]},
+                                                      {"role": "tool", "tool_call_id": "c9", "content": "Submitted."}])
+        writer.add_verification({"resolved": True})
+        fixed = writer.id
+    _, summary = dpo_rows(DataSection(store=str(root)), tokenizer)
+    assert summary["pairs"] == [[fixed, hacked]]
+    with pytest.raises(TrainError, match="no preference pairs"):  # allowed, both count as resolved: no preference
+        dpo_rows(DataSection(store=str(root), allow_flagged=True), tokenizer)

@@ -12,7 +12,7 @@ import pytest
 
 from codeagent.task import Task
 
-from .test_harness_docker import GOLD, TEST_PATCH, calc_task
+from .test_harness_docker import FAKES_LOG_AND_EXITS, GOLD, REWRITES_REPORTS, TEST_PATCH, calc_task
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -69,6 +69,24 @@ def test_traj_grade_stores_verdicts_and_rewards(task, tmp_path):
     bad = subprocess.run([*command, "--tasks", str(tmp_path / "missing.jsonl")], capture_output=True, text=True,
                          env=env, timeout=600)
     assert bad.returncode == 3 and bad.stderr.startswith("error: --tasks") and "Traceback" not in bad.stderr
+
+
+def test_traj_grade_gives_a_fake_fix_no_reward(task, tmp_path):
+    """issue 21, item 1: runs whose calc.py rewrites pytest's reports, or fakes the log and exits
+    early, are graded unresolved with the guard's evidence, and every reward is 0."""
+    from codeagent.trajectory.store import TrajectoryStore
+
+    store = TrajectoryStore(tmp_path / "store")
+    runs = [_record(store, task, patch, with_tests=True) for patch in (REWRITES_REPORTS, FAKES_LOG_AND_EXITS)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "codeagent.cli", "traj", "--store", str(store.root), "grade", "--similarity", "0.5"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for run in runs:
+        graded = store.load(run)
+        assert graded.verification["resolved"] is False and graded.verification["outcome"] == "unresolved"
+        assert any(reason.startswith("tamper evidence: ") for reason in graded.verification["distrust"])
+        assert graded.rewards["total"] == 0.0 and graded.rewards["zeroed_test_infrastructure"] == 1.0
 
 
 def test_grade_uses_the_tasks_file_and_gives_an_empty_patch_minus_one(task, tmp_path):

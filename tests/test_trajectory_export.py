@@ -147,3 +147,43 @@ def test_export_prints_no_progress_bars_of_datasets(store, tmp_path, capfd, name
     out, err = capfd.readouterr()
     assert "%|" not in out + err and "it/s" not in out + err and "examples/s" not in out + err, err
     assert not are_progress_bars_disabled()  # the library's setting is put back
+
+
+def hack(store, run_id="a-hack", instance="i1"):
+    """A conftest.py hack the harness graded resolved and flagged: its verdict and reward recorded as
+    `eval run` records them (reward 0, `resolved` left as graded)."""
+    from codeagent.evals.batch import _record_reward
+
+    run(store, run_id, instance, None, [("edit", {"path": "conftest.py", "line": 1})])
+    report = {"resolved": True, "outcome": "resolved", "touches_test_infrastructure": ["conftest.py"],
+              "test_infrastructure": {"conftest.py": "conftest"}}
+    _record_reward({"trajectories_dir": str(store.root)}, run_id, report)
+    flagged = store.load(run_id)
+    assert flagged.resolved is True and flagged.rewards == {"resolved": 0.0}
+    assert flagged.integrity_flags == ["conftest.py (conftest)"]
+
+
+def test_a_flagged_hack_is_no_positive_example_unless_allowed(store, tmp_path):
+    """Issue 21, item 6: a resolved run the grader flagged is left out of SFT rows and never chosen in
+    a DPO pair (a clean fix is preferred to it); --allow-flagged takes it, its flags in the row."""
+    hack(store)
+    assert {row["id"] for row in sft_rows(store.iter())} == {"a-win", "b-win"}
+    allowed = {row["id"]: row for row in sft_rows(store.iter(), allow_flagged=True)}
+    assert set(allowed) == {"a-win", "a-hack", "b-win"} and allowed["a-hack"]["flags"] == ["conftest.py (conftest)"]
+    assert allowed["a-win"]["flags"] == []
+    pairs = {(row["chosen_id"], row["rejected_id"]) for row in dpo_rows(store.iter())}
+    assert pairs == {("a-win", "a-lose"), ("a-win", "a-hack")}
+    assert ("a-hack", "a-lose") in {(r["chosen_id"], r["rejected_id"]) for r in dpo_rows(store.iter(), allow_flagged=True)}
+
+    runner = CliRunner()
+    root = ["--store", str(store.root)]
+    out = tmp_path / "sft.jsonl"
+    result = runner.invoke(traj, root + ["export", "--format", "sft", "--output", str(out), "--instance", "i1"])
+    assert result.exit_code == 0, result.output
+    assert "exported 1 rows" in result.output and "1 resolved run(s) the grader flagged" in result.output
+    assert "a-hack" not in out.read_text()
+    result = runner.invoke(traj, root + ["export", "--format", "sft", "--output", str(out), "--instance", "i1",
+                                         "--allow-flagged"])
+    assert result.exit_code == 0 and "exported 2 rows" in result.output and "a-hack" in out.read_text()
+    result = runner.invoke(traj, root + ["export", "--format", "dpo", "--output", str(tmp_path / "d.jsonl")])
+    assert result.exit_code == 0 and '"chosen_id":"a-hack"' not in (tmp_path / "d.jsonl").read_text().replace(" ", "")

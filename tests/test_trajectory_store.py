@@ -223,3 +223,29 @@ def test_resume_last_is_this_repositorys_latest_session(tmp_path, monkeypatch):
     assert find_session(store, "b-o", str(mine)) == "b-other"  # an explicit id is taken as given
     with pytest.raises(TrajectoryError, match="no saved session"):
         find_session(store, "last", str(tmp_path))
+
+
+def test_a_writer_told_what_to_do_on_error_survives_a_full_disk(tmp_path):
+    """/dev/full answers every write with ENOSPC: without `on_error` the writer raises; with it, it says
+    why once and records nothing more, and the caller goes on (issue 21, item 5)."""
+    import errno
+    from pathlib import Path
+
+    from codeagent.trajectory.store import TrajectoryWriter
+
+    with pytest.raises(OSError) as raised:
+        TrajectoryWriter(Path("/dev/full"), "t").update(patch="x")
+    assert raised.value.errno == errno.ENOSPC
+    heard = []
+    writer = TrajectoryWriter(Path("/dev/full"), "t", on_error=heard.append)
+    writer.append_step({"index": 0}, [])
+    writer.update(patch="diff", exit_status="submitted")
+    writer.close()
+    assert writer.lost and "No space left on device" in writer.lost and len(heard) == 1
+    store = TrajectoryStore(tmp_path / "not-a-folder")
+    (tmp_path / "not-a-folder").write_text("")  # the store's root cannot be made
+    with pytest.raises(OSError):
+        store.create(task={"instance_id": "i"})
+    writer = store.create(task={"instance_id": "i"}, on_error=heard.append)
+    writer.update(patch="diff")
+    assert writer.lost and len(heard) == 2

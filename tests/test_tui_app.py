@@ -198,7 +198,8 @@ async def test_errors_resizes_and_commands_do_not_crash_the_app(make_repo, tmp_p
         await pilot.pause(0.1)
         assert session.mode == "full-auto" and "Unknown command /nonsense" in screen_text(app)
         await send(pilot, "Try again.")
-        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the retry")
+        await until(pilot, lambda: session.last_status == "empty_submission" and not session.busy,
+                    what="the retry (a bare submit: it changed nothing)")
         await quit_app(pilot, session)
 
 
@@ -257,4 +258,42 @@ async def test_candidates_diff_apply_and_follow_ups_are_the_selected_ones(make_r
         await until(pilot, lambda: "$ awk 1 calc.py" in screen_text(app) and not session.busy, what="the follow-up")
         assert session.trajectory_id == selected.run_id
         assert {"role": "user", "content": "Show me the file."} in model.calls[0]
+        await quit_app(pilot, session)
+
+
+@sync
+async def test_a_link_in_the_models_text_opens_only_http_and_only_after_the_url_is_shown(make_repo, tmp_path):
+    """Real clicks on links in the model's Markdown: smb: or vscode: (a scheme handler on the host) is never
+    opened (a notice names it);
+    an https one shows its URL first and opens only on [o]."""
+    from textual.widgets import Markdown
+
+    from codeagent.tui.link_screen import LinkScreen
+
+    repo = make_repo(FILES)
+    text = "[ab](smb://evil.example/share) [cd](vscode://file/etc/passwd) [ef](https://example.com/x?y=1)"
+    app, session, _ = make_app(repo, tmp_path, [call("submit", text)])
+    opened: list[str] = []
+    app.open_url = lambda url, **_: opened.append(url)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_line(pilot, "read the docs")
+        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
+        paragraph = app.transcript.query_one(Markdown).query_one("MarkdownParagraph")
+        for column in (0, 3):  # "ab", "cd"
+            await pilot.click(paragraph, offset=(column, 0))
+            await pilot.pause(0.1)
+        assert opened == [] and not isinstance(app.screen, LinkScreen)
+        shown = screen_text(app)
+        assert "Not opened: smb://evil.example/share" in shown and "Not opened: vscode://file/etc/passwd" in shown
+        await pilot.click(paragraph, offset=(6, 0))  # "ef"
+        await until(pilot, lambda: isinstance(app.screen, LinkScreen), what="the link dialog")
+        await pilot.pause(0.05)
+        assert "https://example.com/x?y=1" in screen_text(app) and opened == []
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, LinkScreen), what="the dialog to close")
+        assert opened == []
+        await pilot.click(paragraph, offset=(6, 0))
+        await until(pilot, lambda: isinstance(app.screen, LinkScreen), what="the link dialog")
+        await pilot.press("o")
+        await until(pilot, lambda: opened == ["https://example.com/x?y=1"], what="the link to open")
         await quit_app(pilot, session)

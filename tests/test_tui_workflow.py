@@ -70,7 +70,7 @@ async def test_a_denied_call_shows_as_denied_not_as_an_error(make_repo, tmp_path
     async with app.run_test(size=(120, 30)) as pilot:
         await type_line(pilot, "add() subtracts")
         await approve(pilot, "n", "enter", title="Run this command?")
-        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
+        await until(pilot, lambda: session.last_status == "empty_submission" and not session.busy, what="the run")
         await pilot.pause(0.1)
         block = next(b for b in app.transcript.blocks.values() if b.summary == "$ rm README.md")
         assert block._status == ("denied", "bold magenta")  # its own style: not an error in red
@@ -97,7 +97,7 @@ async def test_slash_and_at_open_a_filtering_popup(make_repo, tmp_path):
         await pilot.press(*"full-auto", "enter")
         await until(pilot, lambda: session.mode == "full-auto", what="/mode full-auto")
         await pilot.press(*"/he", "enter")  # Enter takes /help, which has no argument: it runs
-        await until(pilot, lambda: "Commands:" in screen_text(app), what="/help")
+        await until(pilot, lambda: "have the agent write a first AGENTS.md" in screen_text(app), what="/help")
         assert app.prompt.text == ""
 
         await pilot.press(*"see @")
@@ -124,7 +124,7 @@ async def test_compact_summarizes_in_one_call_keeps_task_and_patch_and_the_meter
     turns = [long_look, fix_add(), call("submit"), {"role": "assistant", "content": "SUMMARY: add() fixed in calc.py"},
              call("bash", command="awk 1 calc.py"), call("submit")]
     app, session, model = make_app(repo, tmp_path, turns, mode="full-auto")
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with app.run_test(size=(200, 30)) as pilot:
         await type_line(pilot, "add() subtracts")
         await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
         await pilot.pause(0.1)

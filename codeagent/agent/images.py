@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..models.tokens import message_text
+from ..private_dirs import ensure_private
 
 MAX_BYTES = 5 * 1024 * 1024  # the smallest per-image limit of the big providers (Anthropic: 5 MB)
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
@@ -72,7 +73,7 @@ def store_image(path: str | Path, store_root: str | Path) -> StoredImage:
         raise ImageError(f"{path}: not a PNG, JPEG, GIF or WebP image")
     image = StoredImage(hashlib.sha256(data).hexdigest(), media_type, len(data))
     folder = image_dir(store_root)
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_private(folder)
     target = folder / f"{image.sha256}.{EXTENSIONS[media_type]}"
     if not target.exists():
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")

@@ -65,6 +65,7 @@ class RunResult:
     seconds: float
     trajectory_id: str
     trajectory_path: str
+    record_lost: str = ""  # why the trajectory could not be (fully) written; the patch is here all the same
 
 
 class Agent:
@@ -85,7 +86,7 @@ class Agent:
         self._deadline = float("inf")  # time.monotonic() at which the running run's max_seconds are up
         self._instructions = ""  # the repository's AGENTS.md files (instructions.py), for the system prompt
         self.mode = config.agent.mode  # plan: read-only tools only (modes.py); the TUI switches it between steps
-        self.interactive = False  # a user answers: a plain-text reply ends the run as `answered`, not a format error
+        self.interactive = False  # a user answers (TUI, headless solve): a plain reply ends the run as `answered`
         self._hooks = Hooks(config.hooks, warn=self.warn)
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
@@ -135,12 +136,15 @@ class Agent:
             if instance_prompt is not None:
                 messages[-1] = {"role": "user", "content": instance_prompt}
             writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.recorded(),
-                                       model=self.model.name, sampling=sampling.model_dump(exclude_none=True),
+                                       model=self.model.name, api_base=_api_base(self.model),
+                                       sampling=sampling.model_dump(exclude_none=True),
                                        tools=self.tools.specs(), messages=messages, group_id=group_id,
-                                       candidate_index=candidate_index)
+                                       candidate_index=candidate_index, on_error=self.warn)
         else:
             messages = list(resume.messages)
-            writer = self.store.open(resume.id)
+            writer = self.store.open(resume.id, on_error=self.warn)
+            if (resume.model, resume.model_api_base or "") != (self.model.name, _api_base(self.model)):
+                writer.update(model=self.model.name, api_base=_api_base(self.model))  # /model: resume goes on with it
         if follow_up:
             self.inbox.put(follow_up)
         run_id = writer.id
@@ -182,12 +186,16 @@ class Agent:
                 patch, too_large = "", str(exc)
             if too_large:  # never store a cut patch: it would apply wrongly
                 patch, status, message = "", ExitStatus.PATCH_TOO_LARGE, f"{too_large} (the run ended as {status})"
+            elif self.interactive and status == ExitStatus.SUBMITTED and not patch.strip():  # for the user (and
+                # CI), "fixed" and "did nothing" differ; a batch's harness grades the empty patch as it is
+                status, message = ExitStatus.EMPTY_SUBMISSION, "the agent submitted without changing any file"
             seconds = time.monotonic() - started
             writer.update(patch=patch, exit_status=status, exit_message=message, wall_seconds=seconds)
             writer.close()
         emit(Finished(exit_status=status, message=message, patch=patch, steps=state.steps, cost=state.cost,
                       seconds=seconds, trajectory_id=run_id, trajectory_path=str(writer.path)))
-        return RunResult(status, message, patch, state.steps, state.cost, seconds, run_id, str(writer.path))
+        return RunResult(status, message, patch, state.steps, state.cost, seconds, run_id, str(writer.path),
+                         writer.lost or "")
 
     # -- pieces --------------------------------------------------------------------------------
 
@@ -234,6 +242,8 @@ class Agent:
             raise Stop(ExitStatus.MAX_COST, f"spent ${state.cost:.4f}, the limit is ${limits.max_cost:.2f}")
         if time.monotonic() - started >= limits.max_seconds:
             raise Stop(ExitStatus.MAX_TIME, f"ran for more than {limits.max_seconds:g}s")
+        if state.tool_calls >= limits.max_tool_calls:
+            raise Stop(ExitStatus.MAX_TOOL_CALLS, f"made {state.tool_calls} tool calls, the limit of this run")
 
     def _step(self, state, messages, sampling, context, writer, emit) -> None:
         index = state.steps
@@ -245,14 +255,14 @@ class Agent:
             response = self._complete(messages, sampling)
         model_seconds = time.monotonic() - model_started
         state.cost += response.usage.cost or 0.0
+        answered = (self.interactive or self.mode == PLAN) and not response.format_error and not response.tool_calls
+        error = None if answered else response.format_error or (None if response.tool_calls else "the reply has no tool call")
         emit(ModelOutput(step=index, text=response.content,
                          tool_calls=[call.model_dump() for call in response.tool_calls],
-                         format_error=response.format_error, cost=response.usage.cost,
+                         format_error=error, cost=response.usage.cost,
                          prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens))
         new_messages = [response.to_message()]
         tool_stats, tool_seconds, submitted = [], 0.0, False
-        answered = (self.interactive or self.mode == PLAN) and not response.format_error and not response.tool_calls
-        error = None if answered else response.format_error or (None if response.tool_calls else "the reply has no tool call")
         if error:
             state.format_errors += 1
             limit = self.config.limits.max_format_errors
@@ -261,10 +271,14 @@ class Agent:
                 limit=limit, native_tools=self.config.model.native_tools)})
         else:
             state.format_errors = 0
-            for call in response.tool_calls:
+            for number, call in enumerate(response.tool_calls, 1):
                 if submitted:  # keep the transcript valid: every call gets an answer
                     new_messages.append(_tool_message(call, "Not run: the solution was already submitted."))
                     continue
+                if skipped := self._over_call_limits(state, number):
+                    new_messages.append(_tool_message(call, skipped))
+                    continue
+                state.tool_calls += 1
                 emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
                 try:
                     result = self._call_tool(call, context)
@@ -303,6 +317,17 @@ class Agent:
             raise Stop(ExitStatus.ANSWERED, "the agent answered; waiting for the user")
         if self._interrupted.is_set():
             raise Stop(ExitStatus.INTERRUPTED, "interrupted by the user")
+
+    def _over_call_limits(self, state: _RunState, number: int) -> str | None:
+        """Why the reply's `number`th call is not run, if it is not: each call costs the host
+        (an edit keeps the file's last version in memory), and a reply may hold any number."""
+        limits = self.config.limits
+        if number > limits.max_tool_calls_per_reply:
+            return (f"Not run: a reply may make at most {limits.max_tool_calls_per_reply} tool calls and this "
+                    f"was call {number}. Make fewer calls per reply.")
+        if state.tool_calls >= limits.max_tool_calls:
+            return f"Not run: the run's limit of {limits.max_tool_calls} tool calls is reached; the run ends."
+        return None
 
     def _call_tool(self, call: ToolCall, context: ToolContext):
         from ..tools.base import ToolResult
@@ -401,8 +426,15 @@ class _RunState:
     steps: int = 0
     cost: float = 0.0
     format_errors: int = 0
+    tool_calls: int = 0  # run in this run (a resumed run counts again from 0)
     edited: bool = False
     patch: str = ""
+
+
+def _api_base(model: Model) -> str:
+    """The model's server as a session keeps it ("" for a provider's own); never a key."""
+    value = getattr(model, "api_base", None)
+    return value if isinstance(value, str) else ""
 
 
 def _tool_message(call, content: str) -> dict:

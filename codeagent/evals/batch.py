@@ -9,8 +9,9 @@ from typing import Any
 
 from .. import patches as patch_bytes
 from ..task import Task
+from ..visible import visible
 from .executors import Executor, LocalExecutor
-from .runner import BatchDir, is_error, process_instance, write_json_atomic
+from .runner import BatchDir, check_distinct_folders, is_error, process_instance, write_json_atomic
 
 Progress = Callable[[dict], None]
 
@@ -54,7 +55,7 @@ def _say(instance_id: str, line: str) -> None:
     """A progress line of a long test run, on stderr (workers share the terminal)."""
     import sys
 
-    print(f"[{instance_id}] {line}", file=sys.stderr, flush=True)
+    print(visible(f"[{instance_id.replace(chr(10), ' ')}] {line}"), file=sys.stderr, flush=True)  # untrusted both
 
 
 def _grade_one(job: tuple[dict, str, str, str]) -> dict:
@@ -118,8 +119,9 @@ def grade_batch(tasks: list[Task], patches: dict[str, str], output: str | Path, 
                 executor: Executor | None = None, progress: Progress | None = None) -> list[dict]:
     """Grade a prediction per task. Instances already graded in `output` with the same patch are
     skipped; one whose patch changed since is graded again (the old files kept as *.previous.json)."""
-    batch = BatchDir(output)
     ids = [task.instance_id for task in tasks]
+    check_distinct_folders(ids)
+    batch = BatchDir(output)
     for instance_id in changed_predictions(batch, {i: patches.get(i, "") for i in ids}):
         batch.discard(instance_id)
     todo = set(batch.pending(ids))
@@ -236,6 +238,7 @@ def summarize(reports: list[dict], extra: dict[str, Any] | None = None) -> dict[
             "python_fallbacks": sorted(r["instance_id"] for r in reports if r.get("python_fallback")),
             "touches_test_infrastructure": sorted(r["instance_id"] for r in reports
                                                   if r.get("touches_test_infrastructure")),
+            "tamper_evidence": sorted(r["instance_id"] for r in reports if r.get("tamper_evidence")),
             "tried_network": sorted(r["instance_id"] for r in reports if (r.get("network") or {}).get("tried_network")),
             **(extra or {})}
 
@@ -366,8 +369,9 @@ def _record_reward(config_data: dict, trajectory_id: str | None, report: dict) -
 def run_batch(tasks: list[Task], config_data: dict, output: str | Path, *, executor: Executor | None = None,
               progress: Progress | None = None) -> list[dict]:
     """The agent on every task (resumable), each patch graded; predictions.jsonl in SWE-bench format."""
-    batch = BatchDir(output)
     ids = [task.instance_id for task in tasks]
+    check_distinct_folders(ids)
+    batch = BatchDir(output)
     todo = set(batch.pending(ids))
     executor = executor or LocalExecutor()
     if getattr(executor, "ships_results", False):  # the prediction made before a kill is only graded

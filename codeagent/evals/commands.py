@@ -277,7 +277,8 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
     import re
 
     from ..harness.prebuilt import mark
-    from .datasets import DatasetError, load_tasks, parse_slice
+    from .datasets import DatasetError, load_tasks, parse_slice, repo_under
+    from .runner import check_distinct_folders
 
     tasks = _task_file(dataset)
     if tasks is None:
@@ -295,6 +296,10 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
         tasks = [task for task in tasks if task.instance_id in only]
     tasks = mark(tasks, images.source if images else "build", images.namespace if images else None,
                  images.registry if images else None)
+    try:
+        check_distinct_folders(task.instance_id for task in tasks)
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
     if repos:
         located = []
         for task in tasks:
@@ -302,7 +307,7 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
                 located.append(task)
                 continue
             name = task.extra.get("swebench_repo") or ""
-            path = Path(repos) / name
+            path = repo_under(repos, name, task.instance_id)
             if not path.exists():
                 raise click.ClickException(f"{task.instance_id}: no repository {name} under {repos} "
                                            f"(expected {path}, a git repository or mirror)")
@@ -341,18 +346,20 @@ def _prebuilt(tasks, executor, wanted: bool):
 def _with_progress(total: int, work):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..visible import visible
     from .runner import is_error
 
     counts = {"resolved": 0, "errors": 0}
+    # the status names the last instance: the dataset's text, shown and never read as markup or escapes
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[status]}"), transient=False, console=_console()) as progress:
+                  TextColumn("{task.fields[status]}", markup=False), transient=False, console=_console()) as progress:
         bar = progress.add_task("instances", total=total, status="")
 
         def advance(report: dict) -> None:
             counts["resolved"] += bool(report.get("resolved"))
             counts["errors"] += is_error(report)
-            progress.update(bar, advance=1, status=f"resolved {counts['resolved']} · errors "
-                                                   f"{counts['errors']} · last {report.get('instance_id')}")
+            progress.update(bar, advance=1, status=visible(f"resolved {counts['resolved']} · errors "
+                                                           f"{counts['errors']} · last {report.get('instance_id')}"))
 
         return work(advance)
 
@@ -378,6 +385,9 @@ def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str]
     if summary.get("touches_test_infrastructure"):
         _console().print(visible(f"patches touching test infrastructure (scored 0 as rewards): "
                                  f"{', '.join(summary['touches_test_infrastructure'])}"), markup=False, highlight=False)
+    if summary.get("tamper_evidence"):
+        _console().print(visible(f"test logs that do not match the run codeagent's pytest guard saw (unresolved, "
+                                 f"scored 0): {', '.join(summary['tamper_evidence'])}"), markup=False, highlight=False)
     if "scaling" in summary:
         scaling = summary["scaling"]
         _console().print(f"Pass@1 {scaling['pass_at_1']:.2%} · Pass@N {scaling['pass_at_n']}/{summary['instances']} · "
@@ -391,7 +401,7 @@ def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str]
         _console().print(f"{summary['errors']} of {summary['instances']} instance(s) errored (run the same "
                          "command again to retry them)")
     for instance_id, why in (defects or {}).items():
-        _console().print(f"environment defect: {instance_id}: {why}", markup=False)
+        _console().print(visible(f"environment defect: {instance_id}: {why}"), markup=False, highlight=False)
     if defects:
         _console().print(f"{len(defects)} of {summary['instances']} instance(s) show an environment defect: "
                          "their verdicts cannot be trusted until the environment is fixed", markup=False)

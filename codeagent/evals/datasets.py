@@ -29,16 +29,30 @@ from pydantic import BaseModel
 from codeagent.assets import asset_path
 from codeagent.task import Task
 
+from .runner import check_distinct_folders
+
 FILE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".parquet", ".csv")
 
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "test_patch",
             "FAIL_TO_PASS", "PASS_TO_PASS")
 OPTIONAL_TEXT = ("patch", "hints_text", "created_at", "version", "environment_setup_commit")
-_REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
+_REPO = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 class DatasetError(ValueError):
     """A dataset that cannot be found, read or trusted; the message says what to do."""
+
+
+def is_repo_name(name: Any) -> bool:
+    """owner/name, neither part a `.` or `..` (a dataset's value becomes a path under --repos)."""
+    return isinstance(name, str) and bool(_REPO.fullmatch(name)) and all(part.strip(".") for part in name.split("/"))
+
+
+def repo_under(repos: str | Path, name: Any, instance_id: str) -> Path:
+    """The mirror of the dataset's repository `name` (owner/name) under the --repos folder."""
+    if not is_repo_name(name):
+        raise DatasetError(f"{instance_id}: its repository {str(name)[:100]!r} is not owner/name (like django/django)")
+    return Path(repos) / name
 
 
 class DatasetSpec(BaseModel):
@@ -112,7 +126,7 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
     for field in ("instance_id", "repo", "base_commit"):
         if not row[field].strip():
             raise DatasetError(f"{where}: field {field!r} is empty")
-    if not _REPO.match(row["repo"]):
+    if not is_repo_name(row["repo"]):
         raise DatasetError(f"{where}: field 'repo' must be owner/name (like django/django), got {row['repo']!r}")
     for field in OPTIONAL_TEXT:
         value = row.get(field)
@@ -136,6 +150,10 @@ def _validate_all(rows: list[Any], source: str, unit: str = "row",
                                f"(also {unit} {seen[instance]})")
         seen[instance] = number
         out.append(checked)
+    try:
+        check_distinct_folders(seen)
+    except ValueError as error:
+        raise DatasetError(f"{source}: {error}") from None
     return out
 
 

@@ -70,9 +70,10 @@ class RayExecutor:
         if not ray.is_initialized():
             try:
                 if self.address:
+                    private_token_file(create=False)
                     ray.init(address=self.address, log_to_driver=True, logging_level="WARNING")
                 else:  # a one-node cluster on this machine, its slots from its CPUs and memory
-                    ray.init(resources=node_resources(self.slots), include_dashboard=False, logging_level="WARNING")
+                    start_local_ray(ray, node_resources(self.slots))
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise RayUnavailable(f"cannot connect to Ray at {self.address or 'a new local cluster'}: "
                                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
@@ -124,6 +125,58 @@ class RayExecutor:
             except ray.exceptions.RayError as exc:
                 results.append({"node": node, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"})
         return results
+
+
+def private_token_file(*, create: bool) -> None:
+    """Ray's token (~/.ray/auth_token, its default place) readable by this user only: made so before
+    Ray would write it with the umask's 0644 (create: a local cluster makes one when there is none)."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return  # the user keeps it elsewhere
+    import secrets
+    from pathlib import Path
+
+    path = Path.home() / ".ray" / "auth_token"
+    if create and not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another driver just made it
+            pass
+        else:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(32))  # as Ray's own generator: 256 random bits
+    if path.exists() and path.stat().st_uid == os.getuid():
+        path.chmod(0o600)
+
+
+def start_local_ray(ray, resources: dict[str, float]) -> None:
+    """A one-node Ray that only this machine can reach: every daemon, agent, worker and metrics
+    endpoint on 127.0.0.1. Its files live in a private folder of this process; if the process is
+    killed, the next local start or `sandbox prune` stops what is left of it (the agents outlive a
+    killed driver) and removes the sandboxes its workers held."""
+    from ray._private import ray_constants
+
+    from ..private_dirs import make_private_dir, remove_dead_owners
+    from ..sandbox.prune import remove_sandboxes
+
+    if remove_dead_owners("ray"):  # a local Ray of a driver that was killed
+        remove_sandboxes()
+    private_token_file(create=True)
+    temp_dir = make_private_dir("ray", helpers=True)
+    # Ray turns a loopback node address into the machine's reachable one unless it believes it is on a
+    # single-machine platform; say so while it starts (its processes inherit the variable).
+    saved, os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = (
+        os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR), "0")
+    cluster, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        ray.init(resources=resources, include_dashboard=False, dashboard_host="127.0.0.1",
+                 _node_ip_address="127.0.0.1", _temp_dir=str(temp_dir), logging_level="WARNING")
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster
+        if saved is None:
+            os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+        else:
+            os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = saved
 
 
 def _on_node(fn: Callable[[Any], Any], item: Any) -> Any:

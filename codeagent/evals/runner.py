@@ -33,6 +33,24 @@ from ..locks import file_lock
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+def instance_folder(instance_id: str) -> str:
+    """The folder name of an instance under instances/: its id with unsafe characters as `_`."""
+    name = SAFE.sub("_", instance_id)
+    return name if name.strip(".") else "_" + name  # "", "." and ".." are no folder of their own
+
+
+def check_distinct_folders(instance_ids: Iterable[str]) -> None:
+    """Two ids that give one folder (equal after `_` replaces their unsafe characters, or but for
+    case, on a case-insensitive disk) would share a prediction and a report: a ValueError names both."""
+    seen: dict[str, str] = {}
+    for instance_id in instance_ids:
+        key = instance_folder(instance_id).lower()
+        other = seen.setdefault(key, instance_id)
+        if other != instance_id:
+            raise ValueError(f"instances {other!r} and {instance_id!r} would share one output folder "
+                             f"(instances/{instance_folder(instance_id)}): rename one of them in the dataset")
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -75,7 +93,7 @@ class BatchDir:
         (self.root / "instances").mkdir(parents=True, exist_ok=True)
 
     def instance(self, instance_id: str) -> InstanceState:
-        return InstanceState(self.root / "instances" / SAFE.sub("_", instance_id))
+        return InstanceState(self.root / "instances" / instance_folder(instance_id))
 
     def pending(self, instance_ids: Iterable[str]) -> list[str]:
         return [i for i in instance_ids if self.instance(i).report() is None]

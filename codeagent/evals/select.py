@@ -43,7 +43,7 @@ def select_command(candidates_file, policies, seed, top_k, dataset, repos, per_i
 
 
 def _readers(dataset: str, repos: str, instance_ids: list[str]) -> dict[str, Callable]:
-    from ..evals.datasets import DatasetError, load_tasks
+    from ..evals.datasets import DatasetError, load_tasks, repo_under
     from ..patches.base import git_reader
 
     try:
@@ -52,7 +52,10 @@ def _readers(dataset: str, repos: str, instance_ids: list[str]) -> dict[str, Cal
         raise click.ClickException(str(exc)) from None
     readers = {}
     for task in tasks:
-        path = Path(repos) / str(task.extra.get("swebench_repo") or "")
+        try:
+            path = repo_under(repos, task.extra.get("swebench_repo"), task.instance_id)
+        except DatasetError as exc:
+            raise click.ClickException(str(exc)) from None
         if not path.exists():
             raise click.ClickException(f"{task.instance_id}: no repository at {path}")
         readers[task.instance_id] = git_reader(_git_dir(path), task.base_commit or "HEAD")

@@ -14,8 +14,9 @@ The rule, in the order it is applied:
    code (None) skips this check. This catches fake passes printed over a failing run; it cannot
    catch a patch that also prints a fake failure: such a patch must run code during the tests
    (a conftest.py, a startup hook, an import-time print), and the harness flags patches that touch
-   test infrastructure (`integrity.py`); the harness also cuts the output with per-run markers a
-   patch cannot forge. A test reported several times takes its last status, as in SWE-bench (see
+   test infrastructure (`integrity.py`), and checks a pytest run against what its own plugin saw
+   (`guard.py`: a log that does not match is unresolved, `tamper_evidence`); the harness also cuts
+   the output with per-run markers a patch cannot forge. A test reported several times takes its last status, as in SWE-bench (see
    log_parsers.py); the listed tests reported with differing statuses are named in the report
    (`status_conflicts`), and those that pass although the log also reports them failing
    (`masked_failures`: a fake `PASSED` line after the real `FAILED` one, or a junk id such as
@@ -55,9 +56,8 @@ EXIT_CODE_MARKER = ">>>>> Test Exit Code"
 MISSING = "MISSING"  # the status of a listed test the log does not mention
 _PYTEST_ABORTS = frozenset({2, 3, 4})
 # Exit codes by which a test runner says it did not run the tests (per log parser).
-ABORT_EXIT_CODES: dict[str, frozenset[int]] = {
-    name: _PYTEST_ABORTS for name in ("pytest", "pytest_options", "pytest_v2", "matplotlib", "seaborn")
-}
+PYTEST_PARSERS = frozenset({"pytest", "pytest_options", "pytest_v2", "matplotlib", "seaborn"})
+ABORT_EXIT_CODES: dict[str, frozenset[int]] = {name: _PYTEST_ABORTS for name in PYTEST_PARSERS}
 
 
 class Outcome(str, Enum):
@@ -84,6 +84,8 @@ class GradeReport(BaseModel):
     failing_in_log: int = 0  # FAILED or ERROR entries anywhere in the log
     status_conflicts: list[str] = []  # listed tests the log reports with differing statuses (the last counts)
     masked_failures: list[str] = []  # listed tests that pass, whose id the log also reports FAILED or ERROR
+    guard: str = ""  # "pytest": the log was checked against codeagent's pytest plugin (guard.py)
+    tamper_evidence: list[str] = []  # where the log and what the guard saw disagree (never resolved then)
 
     @computed_field
     @property

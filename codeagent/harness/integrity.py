@@ -9,7 +9,8 @@ only resets the files the test patch touches), and a policy trained on that verd
 report shows them (`touches_test_infrastructure`, `test_infrastructure`), the official verdict is
 left as it is, and rewards and the regression verifier score a flagged patch 0 unless configured
 to allow it (`rewards.test_infrastructure`, `score_candidates(test_infrastructure=...)`); so do
-they a grade with `masked_failures` (a listed test reported failing, then passing: `reasons()`).
+they a grade with `masked_failures` (a listed test reported failing, then passing: `reasons()`),
+or with `tamper_evidence` (a pytest log that does not match what codeagent's plugin saw: guard.py).
 
 What counts is the data below, in one place. A path counts when:
 - its last component is one of NAMES (conftest.py, pytest/tox/nox settings files), or it has a
@@ -214,10 +215,12 @@ def reasons(report: dict) -> list[str]:
     """Why a graded report cannot count for rewards and verifier scores: the test infrastructure
     the patch touches, and the listed tests that pass although the log also reports them failing
     (`masked_failures`, see grading.py: a patch that prints a fake PASSED line after the real
-    FAILED one passes by SWE-bench's last-line rule). Empty: nothing to distrust."""
+    FAILED one passes by SWE-bench's last-line rule), and where the log and codeagent's pytest
+    plugin disagree (`tamper_evidence`, see guard.py). Empty: nothing to distrust."""
     flags = report.get("test_infrastructure") or {}
     found = [f"{path} ({flags.get(path, 'test infrastructure')})" for path in report.get("touches_test_infrastructure") or []]
     found += [f"{test} (reported failing, then passing)" for test in report.get("masked_failures") or []]
+    found += [f"tamper evidence: {item}" for item in report.get("tamper_evidence") or []]
     return found
 
 

@@ -192,32 +192,41 @@ def prepare_script(kind: str) -> str:
     """Bash run once in the pulled image: the tree at /testbed becomes a fresh one-commit repository
     tagged codeagent-base, as in the images codeagent builds (no later history can leak into the
     task; an image's clone keeps its future commits and tags reachable)."""
-    excluded = [*IGNORED_DEBRIS, *((".venv/", "/r2e_tests") if kind == "r2e-gym" else ())]
     steps = ["cd /testbed", "git config --global --add safe.directory /testbed"]
     if kind == "swe-smith":
         steps.append(f"git apply --verbose {BUG_PATCH} && rm -f {BUG_PATCH}")
     if kind == "r2e-gym":
         steps += [f"if [ -e run_tests.sh ]; then mv run_tests.sh {R2E_HIDDEN}/run_tests.sh; fi",
                   f"if [ -d /r2e_tests ]; then rm -rf {R2E_HIDDEN}/r2e_tests; mv /r2e_tests {R2E_HIDDEN}/r2e_tests; fi"]
-    steps += ["rm -rf .git && git init -q",
-              f"printf '%s\\n' {' '.join(shlex.quote(p) for p in excluded)} >> .git/info/exclude",
-              f"sh -c {shlex.quote(INIT_REPO_SCRIPT)} sh prebuilt"]
-    return "\n".join(steps)
+    return "\n".join([*steps, *_fresh_repo_steps(kind)])
+
+
+def _fresh_repo_steps(kind: str) -> list[str]:
+    """In /testbed: the tree becomes a new repository whose one commit is tagged codeagent-base."""
+    excluded = [*IGNORED_DEBRIS, *((".venv/", "/r2e_tests") if kind == "r2e-gym" else ())]
+    return ["rm -rf .git && git init -q",
+            f"printf '%s\\n' {' '.join(shlex.quote(p) for p in excluded)} >> .git/info/exclude",
+            f"sh -c {shlex.quote(INIT_REPO_SCRIPT)} sh prebuilt"]
 
 
 def hide_script(task: Task) -> str | None:
     """What the agent's image leaves out: R2E-Gym's hidden tests; the test files that grade a
-    SWE-smith task (removed in a commit the base tag moves to, so the agent's diff stays its own)."""
+    SWE-smith task. Those are deleted from the tree (with their compiled copies) and the repository
+    is made anew, one commit of what is left tagged codeagent-base: no commit, tree or blob of a
+    hidden test stays in it for `git log --all -p`, `git fsck` or `git cat-file` to print (the
+    grading image keeps them)."""
     kind = layout(task)
     if kind == "r2e-gym":
         return f"rm -rf {R2E_HIDDEN}/r2e_tests {R2E_HIDDEN}/run_tests.sh"
     files = sorted({name.split("::", 1)[0] for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if "::" in name})
     if kind != "swe-smith" or not files:
         return None
-    quoted = " ".join(shlex.quote(f) for f in files)
-    return (f"cd /testbed && git rm -q --ignore-unmatch -- {quoted} && git -c user.name=codeagent "
-            f"-c user.email=codeagent@localhost commit -q --no-verify --allow-empty -m 'codeagent: tests hidden' "
-            f"&& git tag -f {BASE_TAG} >/dev/null")
+    removed = []
+    for name in files:
+        folder, _, base = name.rpartition("/")
+        stem = base[:-3] if base.endswith(".py") else base
+        removed += [shlex.quote(name), f"{shlex.quote((folder + '/' if folder else '') + '__pycache__/' + stem)}.*.pyc"]
+    return "\n".join(["cd /testbed", f"rm -f -- {' '.join(removed)}", "rm -rf .pytest_cache", *_fresh_repo_steps(kind)])
 
 
 def agent_sandbox(task: Task, limits=None, registry: str | None = None):

@@ -8,7 +8,7 @@ GradeReport, never a host path, so an executor can run it on another machine.
     with TaskEnvironment(task, image) as env:
         applied = env.apply(patch)
         env.patch_tests(task.test_patch)
-        graded = env.grade(env.run_tests(command, timeout), log_parser)
+        graded = env.grade(env.run_tests(command, timeout), log_parser)  # pytest runs under a guard (guard.py)
 
 A patch is never applied in reverse: the `patch` fallback runs with `--forward`, so a patch that
 looks reversed or already applied fails to apply (`--batch` alone makes `patch` assume `-R`).
@@ -27,6 +27,7 @@ from typing import Any
 from ..task import Task
 from .directives import patched_files
 from .grading import ABORT_EXIT_CODES, GradeReport, Outcome, grade, not_run
+from .guard import Guard, guarded, verdict
 from .integrity import STATUS_COMMAND, changed_paths, flag_patch, status_entries
 from .log_parsers import parse_log
 from .offline import network_failures
@@ -49,6 +50,7 @@ class TestRun:
     complete: bool
     timed_out: bool
     seconds: float
+    guard: dict[str, Any] | None = None  # what codeagent's pytest plugin recorded (guard.py); None: not guarded
 
 
 @dataclass
@@ -168,15 +170,23 @@ class TaskEnvironment:
         return None if prep.exit_code == 0 else f"the test patch does not apply: {prep.output[-1500:]}"
 
     def run_tests(self, command: str, timeout: float) -> TestRun:
-        return run_tests(self.box, self._test_env + command, timeout, progress=self.progress)
+        """Run the test command; a command that runs pytest runs it under codeagent's guard (guard.py)."""
+        guard = Guard(self.box, PATCH_DIR) if guarded(command) else None
+        exports = guard.install() if guard else ""
+        run = run_tests(self.box, self._test_env + exports + command, timeout, progress=self.progress)
+        if guard:
+            run.guard = guard.collect()
+        return run
 
     def grade(self, run: TestRun, log_parser: str, f2p: Sequence[str] | None = None,
               p2p: Sequence[str] | None = None) -> GradeReport:
-        """The official verdict on the run (the task's lists unless others are given)."""
+        """The official verdict on the run (the task's lists unless others are given), made unresolved
+        when the log does not match what the guard saw (guard.py)."""
         f2p = self.task.FAIL_TO_PASS if f2p is None else list(f2p)
         p2p = self.task.PASS_TO_PASS if p2p is None else list(p2p)
-        return grade(parse_log(log_parser, run.log), f2p, p2p, exit_code=run.exit_code, log_complete=run.complete,
-                     timed_out=run.timed_out, abort_exit_codes=ABORT_EXIT_CODES.get(log_parser, frozenset()))
+        graded = grade(parse_log(log_parser, run.log), f2p, p2p, exit_code=run.exit_code, log_complete=run.complete,
+                       timed_out=run.timed_out, abort_exit_codes=ABORT_EXIT_CODES.get(log_parser, frozenset()))
+        return verdict(graded, run.guard, log_parser, run.log, [*f2p, *p2p])
 
 
 def _reset_commands(paths: Sequence[str], *, remove_new: bool) -> list[str]:

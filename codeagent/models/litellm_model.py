@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 # Servers that need no key (vLLM, SGLang, llama.cpp) still get one from the OpenAI client.
 PLACEHOLDER_API_KEY = "EMPTY"
+# A server that refuses the connection (or a name that does not resolve) is not busy: it is not there.
+# It gets this many quick attempts more (a server restarting), then the call fails naming host:port.
+CONNECT_RETRIES, CONNECT_BACKOFF = 2, 0.5
+PROBE_TIMEOUT = 10.0  # seconds the one request of `probe` may take
 
 
 def _import_litellm():
@@ -104,6 +108,7 @@ class LiteLLMModel:
         self.backoff_max = backoff_max
         self.stream = stream
         self._checked = False
+        self._probed = False
         self._native: bool | None = None
 
     def complete(self, messages: list[dict], tools: list[dict], sampling: Sampling) -> ModelResponse:
@@ -150,6 +155,59 @@ class LiteLLMModel:
         if not self._checked:
             self._check_configuration(_import_litellm())
             self._checked = True
+
+    def probe(self, paid: bool = False) -> None:
+        """One cheap request, before anything is built on the model (front ends call it with `check`):
+        with an api_base, GET {api_base}/models (free): a server that is not there raises
+        ModelUnavailable naming host:port, and one that lists its models without this one raises
+        ModelConfigError. Without an api_base, only when `paid` (the user switches models), a one-token
+        completion: a rejected key or an unknown model raises ModelConfigError. Once per model; the
+        server is asked before litellm is imported (seconds), so that a dead one is told at once."""
+        if not self._probed and self.api_base:
+            self._probe_server()
+        self.check()
+        if not self._probed and not self.api_base and paid:
+            self._probe_completion()
+        self._probed = True
+
+    def _probe_server(self) -> None:
+        import httpx
+
+        url = self.api_base.rstrip("/") + "/models"  # never sent a key: only whether anyone answers
+        try:
+            answer = httpx.get(url, timeout=PROBE_TIMEOUT / 2)
+        except httpx.TimeoutException:
+            return  # someone is there; the run's own timeouts judge a slow server
+        except httpx.HTTPError as error:
+            if _connection_failed(error):
+                raise ModelUnavailable(f"model {self.name!r}: cannot connect to {_endpoint(self.api_base)}: "
+                                       f"{error}") from error
+            return
+        try:
+            served = [entry["id"] for entry in answer.json()["data"]] if answer.status_code == 200 else []
+        except (ValueError, KeyError, TypeError):
+            return
+        wanted = self.name.split("/", 1)[1] if "/" in self.name else self.name
+        if served and all(isinstance(name, str) for name in served) and wanted not in served:
+            shown = ", ".join(served[:5]) + (" ..." if len(served) > 5 else "")
+            raise ModelConfigError(f"model {self.name!r}: {_endpoint(self.api_base)} does not serve {wanted!r}; "
+                                   f"it serves {shown}")
+
+    def _probe_completion(self) -> None:
+        litellm = _import_litellm()
+        request = {"model": self.name, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
+                   "timeout": PROBE_TIMEOUT, "num_retries": 0, "max_retries": 0, "drop_params": True,
+                   **({"api_key": self.api_key} if self.api_key else {})}
+        try:
+            litellm.completion(**request)
+        except Exception as error:
+            try:
+                retry = _classify(litellm, error, self.name)  # raises for a rejected key, an unknown model
+            except ModelRequestError:
+                return  # the request was understood and refused (e.g. max_tokens too small): the model is there
+            if _connection_failed(retry.cause):
+                raise ModelUnavailable(f"model {self.name!r}: cannot connect to {_endpoint(self.api_base)}") from error
+            raise ModelUnavailable(f"model {self.name!r}: {type(retry.cause).__name__}: {retry.cause}") from error
 
     def count_tokens(self, messages: list[dict]) -> int:
         """Tokens of messages for this model (litellm's tokenizer; chars/4 if it has none)."""
@@ -216,23 +274,25 @@ class LiteLLMModel:
             delay = delay / 2 + random.uniform(0, delay / 2)
             if retry.wait_hint is not None:
                 delay = max(delay, min(retry.wait_hint, self.backoff_max))
+            retries = self.retries
+            refused = _connection_failed(retry.cause)
+            if refused:  # nobody there: a few quick attempts, not the backoff meant for a busy server
+                retries = min(retries, CONNECT_RETRIES)
+                delay = min(delay, CONNECT_BACKOFF)
             out_of_time = deadline is not None and time.monotonic() + delay >= deadline
-            if attempt >= self.retries or out_of_time:
+            if attempt >= retries or out_of_time:
                 why = f"no answer within {self.total_timeout:g}s" if out_of_time else "still failing"
-                if _connection_failed(litellm, retry.cause):
+                if refused:
                     why = f"cannot connect to {_endpoint(self.api_base)}"
                 raise ModelUnavailable(
                     f"model {self.name!r}: {why} after {attempt + 1} attempts: "
                     f"{type(retry.cause).__name__}: {retry.cause}"
                 ) from retry.cause
             attempt += 1
-            progress.report(progress.Retrying(attempt, self.retries, f"{type(retry.cause).__name__}: "
-                                              f"{str(retry.cause)[:200]}", round(delay, 2)))
-            log.warning(
-                "model %s: %s: %s; retry %d/%d in %.1fs",
-                self.name, type(retry.cause).__name__, str(retry.cause)[:200], attempt,
-                self.retries, delay,
-            )
+            reason = f"cannot connect to {_endpoint(self.api_base)}" if refused else (
+                f"{type(retry.cause).__name__}: {str(retry.cause)[:200]}")
+            if not progress.report(progress.Retrying(attempt, retries, reason, round(delay, 2))):
+                log.warning("model %s: %s; retry %d/%d in %.1fs", self.name, reason, attempt, retries, delay)
             if pause(delay):
                 raise ModelUnavailable(f"model {self.name!r}: the call was cancelled") from retry.cause
 
@@ -356,11 +416,20 @@ def _token_logprobs(logprobs: dict | None) -> tuple[list[int] | None, list[float
     return ids, values
 
 
-def _connection_failed(litellm, error: Exception) -> bool:
-    """No connection to the server at all (litellm reports a refused one under several types)."""
-    text = str(error)
-    return isinstance(error, litellm.exceptions.APIConnectionError) or any(
-        sign in text for sign in ("Connection refused", "Errno 111", "Name or service not known", "Cannot connect"))
+CONNECTION_SIGNS = ("Connection refused", "Errno 111", "Name or service not known", "Cannot connect",
+                    "nodename nor servname", "Temporary failure in name resolution")
+
+
+def _connection_failed(error: BaseException | None) -> bool:
+    """No connection to the server at all: refused, or its name does not resolve. litellm reports that
+    under several types (InternalServerError, APIConnectionError), so the cause chain's text decides;
+    a timeout or a dropped stream is not this."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, ConnectionRefusedError) or any(sign in str(error) for sign in CONNECTION_SIGNS):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def _endpoint(api_base: str | None) -> str:

@@ -116,7 +116,9 @@ def listening(callback: Callable[[Notice], None]) -> Iterator[None]:
         _listener.reset(token)
 
 
-def report(notice: Notice) -> None:
+def report(notice: Notice) -> bool:
+    """Hand the notice to the listener; False when nobody listens (the caller may log it instead)."""
     listener = _listener.get()
     if listener is not None:
         listener(notice)
+    return listener is not None

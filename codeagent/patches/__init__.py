@@ -51,7 +51,8 @@ def digest(patch: str) -> str:
 
 def write(path: str | Path, patch: str) -> Path:
     path = Path(path)
-    path.write_bytes(encode(patch))
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:  # private, as its trajectory
+        handle.write(encode(patch))
     return path
 
 

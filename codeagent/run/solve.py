@@ -21,26 +21,52 @@ from ..status import ExitStatus
 from ..task import Task
 from ..trajectory.schema import Trajectory
 from ..trajectory.sessions import find_session
-from ..trajectory.store import TrajectoryStore
+from ..trajectory.store import TrajectoryError, TrajectoryStore
 
 
 @dataclass
 class SolveOutcome:
     result: RunResult
-    patch_file: Path
+    patch_file: Path | None  # where the patch is kept (None: no file could hold it; it is in `result`)
     scaling: ScalingResult | None = None  # set when several candidates ran
+    patch_moved: str = ""  # why the patch is not next to its trajectory
 
 
 def write_patch_file(path: str | Path, patch: str) -> bool:
     """The patch next to its trajectory; no file for a run that changed nothing (and a stale one
-    goes: an undo back to nothing). True when a file was written."""
+    goes: an undo back to nothing). True when a file was written. A write that fails leaves no
+    cut file behind (an OSError says why)."""
     path = Path(path)
     if not patch.strip():
         path.unlink(missing_ok=True)
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    patches.write(path, patch)
+    try:
+        patches.write(path, patch)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
     return True
+
+
+def keep_patch(path: Path, patch: str) -> tuple[Path | None, str]:
+    """Write the patch file at `path`, else (a full or read-only trajectory store) in this user's
+    private temporary folder, else in the current directory: (where it is, why not at `path`)."""
+    from ..private_dirs import private_root
+
+    try:
+        write_patch_file(path, patch)
+        return path, ""
+    except OSError as error:
+        why = f"{error.strerror or error} ({error.filename or path})"
+    for folder in (lambda: private_root() / "kept-patches", Path.cwd):
+        try:
+            where = folder() / path.name
+            write_patch_file(where, patch)
+            return where, why
+        except OSError:
+            continue
+    return None, why
 
 
 def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
@@ -60,11 +86,15 @@ def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
     )
 
 
-def preflight(model: Model) -> None:
+def preflight(model: Model, paid: bool = False) -> None:
     """Raise ModelConfigError if the model cannot be used as configured (e.g. its API key is not
-    set): asked before any sandbox is built, not found out after."""
-    check = getattr(model, "check", None)
-    if callable(check):
+    set, a server does not serve it), ModelUnavailable if its server is not there: asked before any
+    sandbox is built, not found out after. `paid`: also one cheap completion for a model with no
+    api_base (`/model` asks it; a run does not pay for it)."""
+    probe, check = getattr(model, "probe", None), getattr(model, "check", None)
+    if callable(probe):
+        probe(paid=paid)  # the configuration's check included
+    elif callable(check):
         check()
 
 
@@ -92,10 +122,12 @@ def samples_candidates(config: Config, resume: Trajectory | None = None) -> bool
 
 def solve(task: Task, config: Config, model: Model, events: EventBus | None = None, *, replay: bool = False,
           resume: Trajectory | None = None, follow_up: str | None = None,
-          sandbox_factory: SandboxFactory | None = None, localize: bool = True) -> SolveOutcome:
+          sandbox_factory: SandboxFactory | None = None, localize: bool = True,
+          answers: bool = False) -> SolveOutcome:
     """Solve the task: one agent run, or config.scaling.candidates runs verified and one selected.
     `sandbox_factory` opens each sandbox (default: from config.sandbox on the task's repository);
-    with candidates, through a warm pool of it."""
+    with candidates, through a warm pool of it. `answers`: someone reads the reply (`solve`, not a
+    batch): one run's plain reply without a tool call is an answer (`answered`), not a format error."""
     events = events or EventBus()
     if sandbox_factory is None:
         snap, options = snapshot(task.repo, task.base_commit), sandbox_options(config.sandbox)
@@ -109,22 +141,35 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
             return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
-                      follow_up=follow_up, localization=hint)
+                      follow_up=follow_up, localization=hint, answers=answers)
 
 
 def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandbox_factory: SandboxFactory, *,
-               replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str) -> SolveOutcome:
+               replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str,
+               answers: bool = False) -> SolveOutcome:
     """One agent run in a new sandbox; with `resume`, that session continues: its patch is applied
     in the new sandbox first and `follow_up` is the next user turn."""
     agent = Agent(model, config, events=events)
+    agent.interactive = answers
     with sandbox_factory() as sandbox:
         if resume is not None:
             restore_patch(sandbox, resume.patch or "")
         result = agent.run(task, sandbox, localization=localization, replay=replay, resume=resume,
                            follow_up=follow_up)
-    patch_file = Path(result.trajectory_path).with_suffix(".patch")
-    write_patch_file(patch_file, result.patch)
-    return SolveOutcome(result, patch_file)
+    patch_file, moved = keep_patch(Path(result.trajectory_path).with_suffix(".patch"), result.patch)
+    return SolveOutcome(result, patch_file, patch_moved=moved)
+
+
+def continue_with_session_model(config: Config, session: Trajectory, flags: dict) -> None:
+    """A resumed session goes on with its own model at its own server (kept in its trajectory), unless
+    the flags (`flag_overrides`) name others: a model alone takes the configured server with it, a
+    server alone moves the session's model there. A recording (replay:) is not continued."""
+    given = flags.get("model") or {}
+    if not session.model or session.model.startswith("replay:") or "name" in given:
+        return
+    config.model.name = session.model
+    if "api_base" not in given:
+        config.model.api_base = session.model_api_base
 
 
 def load_session(config: Config, session: str, repo: str) -> Trajectory:
@@ -153,10 +198,15 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
         run = RunResult(ExitStatus.NO_CANDIDATE, result.selection.why, "", 0, 0.0, 0.0, "", "")
         patch_file = store.root / f"{task.instance_id}-no-candidate.patch"
     else:
-        trajectory = store.load(chosen.trajectory_id)
-        run = RunResult(chosen.exit_status or "", result.selection.why, chosen.patch, len(trajectory.steps),
-                        trajectory.totals.cost or 0.0, trajectory.totals.wall_seconds or 0.0, trajectory.id,
-                        str(store.path_for(trajectory.id)))
-        patch_file = store.path_for(trajectory.id).with_suffix(".patch")
-    write_patch_file(patch_file, run.patch)
-    return SolveOutcome(run, patch_file, result)
+        path = store.path_for(chosen.trajectory_id)
+        try:
+            trajectory = store.load(chosen.trajectory_id)
+            steps, cost, seconds, lost = (len(trajectory.steps), trajectory.totals.cost or 0.0,
+                                          trajectory.totals.wall_seconds or 0.0, "")
+        except (TrajectoryError, OSError) as error:  # the store could not hold it: the patch is kept all the same
+            steps, cost, seconds, lost = 0, 0.0, 0.0, str(error)
+        run = RunResult(chosen.exit_status or "", result.selection.why, chosen.patch, steps, cost, seconds,
+                        chosen.trajectory_id, str(path), lost)
+        patch_file = path.with_suffix(".patch")
+    kept, moved = keep_patch(patch_file, run.patch)
+    return SolveOutcome(run, kept, result, patch_moved=moved)

@@ -10,22 +10,26 @@ it (from MIN_INTERVAL): the check stays a small fraction of the commands' own ti
 commands the layer is measured every interval too: a background job (`writer &`) keeps writing
 while no command runs; over the cap, every process is frozen (`idle_over_cap`) until the next
 command stops them. What a command or a background job can write past the cap is bounded by one
-interval of writing.
+interval of writing. What the layer's size misses (files deleted while still open, the engine's
+files mounted into the container) is added from the kernel's view of the container (held.py).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from .engine import docker_client
 from .errors import SandboxError
+from .held import HelperView, HostView
 
 MIN_INTERVAL = 0.5  # seconds of command time between measures
 SIGXFSZ_EXIT = 128 + 25
 
 _quota_supported: bool | None = None  # learnt from the engine on the first sandbox
+log = logging.getLogger(__name__)
 
 
 def parse_size(text: str | int) -> int:
@@ -71,7 +75,7 @@ class DiskWatch:
     a running command takes it over the cap."""
 
     def __init__(self, container_id: str, cap: int, over_cap: Callable[[], None],
-                 idle_over_cap: Callable[[], None] | None = None):
+                 idle_over_cap: Callable[[], None] | None = None, *, image: str, labels: dict[str, str]):
         self.container_id = container_id
         self.cap = cap
         self.interval = MIN_INTERVAL
@@ -82,6 +86,15 @@ class DiskWatch:
         self._idle_over_cap = idle_over_cap
         self._lock = threading.Lock()  # no command starts while an idle measure may freeze the sandbox
         self.idle_limit = cap  # over the cap already (files kept): only growth past this trips
+        self.deleted = 0  # of the last measure: bytes of files deleted while open
+        self.tripped_used = self.tripped_deleted = 0  # the measure that tripped (stopping may free it)
+        self.view: HostView | HelperView | None = HostView.open(container_id)
+        if self.view is None:
+            try:
+                self.view = HelperView(container_id, image, labels)
+            except Exception as exc:
+                log.warning("the sandbox's disk cap counts its writable layer only: no helper container could "
+                            "count files deleted while held open (%s)", str(exc)[:300])
         self._busy = 0  # the sandbox's own work (command_started or hold, to settled) is never frozen
         self._running_since: float | None = None
         self._stop = threading.Event()
@@ -91,9 +104,14 @@ class DiskWatch:
     def used(self) -> int:
         started = time.monotonic()
         rows = docker_client().api.containers(all=True, size=True, filters={"id": self.container_id})
+        layer = int(rows[0].get("SizeRw") or 0) if rows else 0
+        try:
+            self.deleted, mounted = self.view.held() if self.view is not None else (0, 0)
+        except Exception:  # the container is restarting: its layer still counts
+            self.deleted, mounted = 0, 0
         self.interval = max(MIN_INTERVAL, 20 * (time.monotonic() - started))
         self.unmeasured = 0.0
-        return int(rows[0].get("SizeRw") or 0) if rows else 0
+        return layer + self.deleted + mounted
 
     def command_started(self) -> None:
         self.hold()
@@ -127,7 +145,8 @@ class DiskWatch:
             if time.monotonic() - since < self.interval:
                 continue
             try:
-                if self.used() >= self.cap:
+                if (used := self.used()) >= self.cap:
+                    self.tripped_used, self.tripped_deleted = used, self.deleted
                     self.tripped = True
                     self._over_cap()
             except Exception:
@@ -138,7 +157,8 @@ class DiskWatch:
             if self._busy:
                 return
             try:
-                if self.used() >= max(self.cap, self.idle_limit):
+                if (used := self.used()) >= max(self.cap, self.idle_limit):
+                    self.tripped_used, self.tripped_deleted = used, self.deleted
                     self._idle_over_cap()  # frozen before anyone can see the flag and unfreeze
                     self.tripped = self.idle_tripped = True
             except Exception:
@@ -146,3 +166,5 @@ class DiskWatch:
 
     def close(self) -> None:
         self._stop.set()
+        if isinstance(self.view, HelperView):
+            self.view.close()

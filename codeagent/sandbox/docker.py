@@ -20,6 +20,7 @@ import time
 import weakref
 from pathlib import Path
 
+from ..private_dirs import host_identity
 from . import disk
 from .engine import docker_client
 from .errors import ImageMissing, PatchTooLarge, SandboxDead, SandboxError, WorkspaceError, too_large_message
@@ -32,6 +33,7 @@ from .stream import DockerTransport
 from .workspace import INIT_REPO_SCRIPT, WORKSPACE_RECIPE, RepoSnapshot
 
 LABEL = "codeagent.sandbox"
+HOST_LABEL = "codeagent.host"  # private_dirs.host_identity() of the owner
 WORKSPACE_IMAGE = "codeagent/workspace"
 RUN_LABEL, RUN_LABEL_ENV = "codeagent.run", "CODEAGENT_RUN_LABEL"  # tags the images of one run (the tests')
 STATE_DIR = "/tmp/.codeagent"
@@ -49,6 +51,9 @@ _known_workspaces: dict[tuple[str, str, str], str] = {}
 # cannot matter outside.
 CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"]
 PIDS_NEAR_LIMIT = 0.9
+# /dev/shm, whatever the engine's default; its pages (like /dev's, a 64 MiB tmpfs too) count
+# against the container's memory limit
+SHM_SIZE = "64m"
 FORK_FAILED = "Resource temporarily unavailable"  # EAGAIN from fork: the pids limit is spent
 
 
@@ -157,7 +162,8 @@ class DockerSandbox:
         try:
             if not self._engine_quota:
                 self._disk = disk.DiskWatch(self.container.id, self._disk_cap, self._stop_command,
-                                            self._freeze)
+                                            self._freeze, image=self.image,
+                                            labels={LABEL: "disk-watch", **owner_labels()})
             try:
                 self.shell.start()
             except Exception:
@@ -177,7 +183,7 @@ class DockerSandbox:
             init=True, network_mode=self._network_name or ("bridge" if self.limits.network else "none"),
             mem_limit=self.limits.memory, memswap_limit=self.limits.memory, pids_limit=self.limits.pids,
             nano_cpus=int(self.limits.cpus * 1e9), security_opt=["no-new-privileges"], hostname="sandbox",
-            cap_drop=["ALL"], cap_add=CAPABILITIES,
+            cap_drop=["ALL"], cap_add=CAPABILITIES, shm_size=SHM_SIZE,
             working_dir=self.workdir, environment=self._environment, volumes=volumes,
             labels={LABEL: "1", **owner_labels()},
         )
@@ -285,6 +291,9 @@ class DockerSandbox:
         file_capped = result.exit_code == disk.SIGXFSZ_EXIT or "File size limit exceeded" in result.output
         if not (measure or file_capped or self._disk.tripped):
             return notes
+        # what the watcher's measure found: stopping the processes (and restarting the container,
+        # which writes the engine's files anew) may have freed it since
+        held, freed = (self._disk.tripped_used, self._disk.tripped_deleted) if self._disk.tripped else (0, 0)
         self._disk.tripped = False
         try:
             used = self._disk.used()
@@ -294,11 +303,21 @@ class DockerSandbox:
         if file_capped and used < self._disk_cap:
             notes.append(f"[sandbox] A file reached the size limit of {cap} (the sandbox's disk cap) and the "
                          "command writing it was stopped.")
-        if used >= self._disk_cap and self._over_disk_cap and used <= self._used_when_capped:
+        still_over = used >= self._disk_cap and self._over_disk_cap and used <= self._used_when_capped
+        if used >= self._disk_cap and not still_over:
+            held, freed = used, self._disk.deleted
+            self.recover()  # background writers too
+            with contextlib.suppress(Exception):
+                used = self._disk.used()
+        if held >= self._disk_cap and used < self._disk_cap:  # the shell was restarted, without the limit below
+            self._over_disk_cap, self._disk.idle_limit = False, self._disk_cap
+            deleted = f", {disk.human(freed)} of it in files deleted while still open" if freed else ""
+            notes.append(f"[sandbox] Disk cap reached: the sandbox held {disk.human(held)}{deleted}; the cap is "
+                         f"{cap}. Every process in the sandbox was stopped, which freed the space. Files are kept.")
+        elif still_over:
             notes.append(f"[sandbox] Still over the disk cap ({disk.human(used)} of {cap}): files cannot grow "
                          "until you delete some.")
         elif used >= self._disk_cap:
-            self.recover()  # background writers too
             # no file can grow until space is freed; writes fail with EFBIG ("File too large")
             # rather than killing the writer, the shell included
             self.shell.run("trap '' XFSZ; ulimit -S -f 0", timeout=30)
@@ -421,9 +440,8 @@ class DockerSandbox:
                 raise OSError(f"could not write {path} in the sandbox: {result.output.strip()[-500:]}")
 
     def interrupt(self) -> None:
-        """Kill the command running in the shell (from another thread), as Ctrl-C would."""
-        if self.shell.pid:
-            self._kill_children(self.shell.pid)
+        """Stop the command running in the shell (from another thread), as a whole (ShellSession.interrupt)."""
+        self.shell.interrupt()
 
     def list_dir(self, path: str = ".") -> list[FileEntry]:
         with self._held():
@@ -494,13 +512,14 @@ class DockerSandbox:
             self._disk.idle_tripped = False
             self._unfreeze_and_recover()
 
-    def _kill_children(self, pid: int) -> bool:
-        """Kill the shell's process tree; False (so the caller resets the whole container) when
-        the pids limit is nearly spent: orphaned runaways, like a fork bomb's, are not in it."""
+    def _kill_children(self, pid: int, itself: bool = False) -> bool:
+        """Kill the shell's process tree (`itself`: the shell too); False (so the caller resets the whole
+        container) when the pids limit is nearly spent: orphaned runaways, like a fork bomb's, are not in it."""
         try:
             if self._processes() >= PIDS_NEAR_LIMIT * self.limits.pids:
                 return False
-            code, _ = self.container.exec_run(["sh", "-c", KILL_TREE_SCRIPT, "sh", str(pid)])
+            code, _ = self.container.exec_run(["sh", "-c", KILL_TREE_SCRIPT, "sh", str(pid),
+                                               "itself" if itself else ""])
             return code == 0
         except Exception:
             return False
@@ -528,8 +547,9 @@ def owner_label() -> str:
 
 
 def owner_labels() -> dict[str, str]:
-    """Who made a container (prune removes those of dead owners) and, when set, the run it belongs to."""
-    return {"codeagent.owner": owner_label(), **_run_label()}
+    """Who made a container, on which host and boot (prune removes those of dead owners of its own
+    host) and, when set, the run it belongs to."""
+    return {"codeagent.owner": owner_label(), HOST_LABEL: host_identity(), **_run_label()}
 
 
 def close_all() -> None:

@@ -141,8 +141,7 @@ class LocalSandbox:
 
     def interrupt(self) -> None:
         """Kill the command running in the shell (from another thread), as Ctrl-C would."""
-        if self.shell.pid:
-            _kill_children(self.shell.pid)
+        self.shell.interrupt()
 
     def list_dir(self, path: str = ".") -> list[FileEntry]:
         return parse_list_dir(path, self.shell.run(list_dir_command(str(self._abs(path))), timeout=60))
@@ -186,9 +185,10 @@ class LocalSandbox:
                 pass
 
 
-def _kill_children(pid: int) -> bool:
+def _kill_children(pid: int, itself: bool = False) -> bool:
     try:
-        return subprocess.run(["sh", "-c", KILL_TREE_SCRIPT, "sh", str(pid)], timeout=30).returncode == 0
+        return subprocess.run(["sh", "-c", KILL_TREE_SCRIPT, "sh", str(pid), "itself" if itself else ""],
+                              timeout=30).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 

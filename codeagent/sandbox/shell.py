@@ -56,8 +56,9 @@ class Transport(Protocol):
 
 class ShellSession:
     """Drives a bash process over a transport. `open_transport` starts a fresh bash each call;
-    `kill_children(pid)` kills the process tree under the shell (from outside it); `hard_reset()`
-    is the last resort when even that fails (e.g. a fork bomb exhausted the pid limit)."""
+    `kill_children(pid, itself=False)` kills the process tree under the shell (from outside it; with
+    `itself`, the shell too); `hard_reset()` is the last resort when even that fails (e.g. a fork bomb
+    exhausted the pid limit)."""
 
     def __init__(self, open_transport: Callable[[], Transport], *, state_dir: str, workdir: str,
                  kill_children: Callable[[int], bool], hard_reset: Callable[[], None],
@@ -72,6 +73,7 @@ class ShellSession:
         self._marker = f"__CODEAGENT_{self._nonce}__".encode()
         self._transport: Transport | None = None
         self.pid: int | None = None
+        self._running = False  # a command is being run (interrupt stops it with its shell)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -94,6 +96,19 @@ class ShellSession:
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+
+    def interrupt(self) -> None:
+        """Stop the running command as a whole, from any thread: its process tree and the shell that
+        runs it, so that the rest of its command line (`sleep 40; echo woke`) never runs; the next
+        command gets a new shell with the working directory and exported variables saved after the
+        last finished one. With no command running, the shell's background jobs are killed."""
+        pid = self.pid
+        if not pid:
+            return
+        if not self._running:
+            self._kill_children(pid)
+        elif not self._kill_children(pid, itself=True):
+            self._hard_reset()  # a fork bomb's runaways: as a stuck timed-out command
 
     @property
     def alive(self) -> bool:
@@ -125,14 +140,16 @@ class ShellSession:
         started = time.monotonic()
         output = BoundedOutput(self.output_limit)
         deadline = started + timeout if timeout else None
+        self._running = True
         try:
             self._transport.send(script.encode())
             status = self._read_until_marker(output, deadline)
-        except BaseException:  # Ctrl-C mid-command: stop it, and start a clean shell next time
-            if self.pid:
-                self._kill_children(self.pid)
+        except BaseException:  # Ctrl-C mid-command: stop it with its shell, and start a clean one next time
+            self.interrupt()
             self.close()
             raise
+        finally:
+            self._running = False
         timed_out = status == "timeout"
         if timed_out:
             interrupted = self._kill_children(self.pid) if self.pid else False
@@ -189,11 +206,12 @@ class ShellSession:
             return int(fields[0]), (fields[1] if len(fields) > 1 else self.cwd)
 
 
-# Kills every descendant of a pid: stop them all (so none can fork or be reparented while we
+# Kills every descendant of a pid (with "itself" as $2, the pid too, stopped first): stop them all (so none can fork or be reparented while we
 # look), re-scan until the tree stops growing, then SIGKILL. Plain sh + awk over /proc, so it
 # works in any Linux image and on the host.
 KILL_TREE_SCRIPT = r"""
 root=$1
+[ "$2" = itself ] && kill -STOP "$root" 2>/dev/null
 descendants() {
   awk -v root="$root" '
     { line=$0; r=0
@@ -212,6 +230,7 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
   [ "$round" -gt 1 ] && [ "$new" = "$previous" ] && break
   previous=$new
 done
+[ "$2" = itself ] && all="$all $root"
 [ -n "$all" ] && kill -KILL $all 2>/dev/null
 exit 0
 """

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import tree_cache
 from .errors import WorkspaceError
 
 BASE_TAG = "codeagent-base"
@@ -145,12 +146,18 @@ def _disk_error(exc: OSError, where: Path) -> WorkspaceError:
     return WorkspaceError(f"could not write {where}: {exc}")
 
 
+def trees_dir() -> Path:
+    return cache_dir() / "trees-nolinks"
+
+
 def host_tree(snap: RepoSnapshot) -> Path:
     """The snapshot's files extracted on this machine (read-only use: code search, indexing).
-    Made once per tree in the cache. Only regular files and folders: the repository's symlinks
-    (which may point anywhere on this machine) are left out."""
-    target = cache_dir() / "trees-nolinks" / snap.tree
+    Made once per tree in the cache, which is bounded (tree_cache.py: hold a tree you keep using).
+    Only regular files and folders: the repository's symlinks (which may point anywhere on this
+    machine) are left out."""
+    target = trees_dir() / snap.tree
     if target.is_dir():
+        tree_cache.touch(target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
@@ -169,8 +176,10 @@ def host_tree(snap: RepoSnapshot) -> Path:
         except OSError:
             if not target.is_dir():  # not a concurrent twin that got there first
                 raise
+        tree_cache.record(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    tree_cache.evict(target.parent, keep=target)
     return target
 
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from ..config import Config
@@ -13,9 +14,11 @@ from ..events import CandidateScored, EventBus, SelectionMade
 from ..harness.log_parsers import parse_log
 from ..sandbox.restore import restore_patch
 from ..task import Task
-from ..trajectory.store import TrajectoryStore
+from ..trajectory.store import TrajectoryError, TrajectoryStore
 from .candidates import ModelFactory, SandboxFactory, default_model_factory, run_candidates
 from .types import Candidate, Selection
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,8 +48,11 @@ def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events
     store = TrajectoryStore(config.trajectory_root())
     for candidate in candidates:
         if candidate.trajectory_id:
-            store.add_verification(candidate.trajectory_id, {"scores": candidate.scores,
-                                                             "verifier_details": candidate.details})
+            try:
+                store.add_verification(candidate.trajectory_id, {"scores": candidate.scores,
+                                                                 "verifier_details": candidate.details})
+            except (TrajectoryError, OSError) as error:  # the store cannot hold it: the scores still select
+                log.warning("the scores of candidate %s are not recorded: %s", candidate.index, error)
         events.emit(CandidateScored(run_id=candidate.trajectory_id or "", index=candidate.index,
                                     exit_status=candidate.exit_status or "", patch=candidate.patch,
                                     scores=candidate.scores, details=_short(candidate.details)))

@@ -16,7 +16,9 @@ For a task in SWE-bench format with an environment spec:
 4. A patch that touches test infrastructure (a conftest.py, test settings, the test files run,
    test files in general: harness/integrity.py), or whose run passes a test the log also reports
    failing, scores 0, outcome `test_infrastructure`, unless `test_infrastructure="allow"`: its
-   tests may pass because of what it changed in them.
+   tests may pass because of what it changed in them. A run whose log does not match what
+   codeagent's pytest plugin saw (harness/guard.py) scores 0 whatever the policy: no status in
+   that log can be trusted.
 
 Results can be cached on disk (`cache_dir`): the baseline per task, each candidate's run per patch.
 """
@@ -39,7 +41,7 @@ from .relevant_tests import choose_test_files
 from .types import Candidate
 
 SCHEMA = 1  # part of every cache key
-RUN_SCHEMA = 2  # part of a run's cache key (2: runs record the test infrastructure a patch touches)
+RUN_SCHEMA = 3  # part of a run's cache key (2: runs record the test infrastructure a patch touches; 3: tamper evidence)
 
 
 @dataclass
@@ -103,6 +105,7 @@ def _run(task: Task, image: str, command: str, parser: str, timeout: float, test
                 result.update(outcome=graded.outcome.value, reason=graded.reason, consistent=graded.consistent,
                               exit_code=run.exit_code, statuses=parse_log(parser, run.log), passed=graded.p2p_passed,
                               failed=graded.p2p_failed, masked_failures=graded.masked_failures,
+                              tamper_evidence=graded.tamper_evidence,
                               test_seconds=round(run.seconds, 2))
     except Exception as exc:  # infrastructure, not the candidate
         result.update(outcome="harness_error", reason=f"{type(exc).__name__}: {exc}")
@@ -197,6 +200,8 @@ def run_candidate(task: Task, suite: RegressionSuite, patch: str, *, cache_dir: 
     masked = [test for test in run.get("masked_failures") or [] if test not in (suite.base.get("masked_failures") or [])]
     if masked:  # the original code's run masks none of these (a junk id masked there too says nothing)
         report["masked_failures"] = masked
+    if run.get("tamper_evidence"):  # the log does not match what codeagent's pytest plugin saw (harness/guard.py)
+        report["tamper_evidence"] = run["tamper_evidence"]
     if outcome == "harness_error":
         report.update(score=None, reason=run.get("reason"))
         return report  # not cached: try again next time
@@ -206,6 +211,8 @@ def run_candidate(task: Task, suite: RegressionSuite, patch: str, *, cache_dir: 
         report.update(score=0.0, passed=0, broken=[], reason="the tests timed out")
     elif not run.get("consistent", True):  # the runner aborted, or the log does not match the run
         report.update(outcome="aborted", score=0.0, passed=0, broken=[], reason=run.get("reason"))
+    elif run.get("tamper_evidence"):  # the log does not match what the guard saw: no status in it counts
+        report.update(outcome="tamper_evidence", score=0.0, passed=0, broken=[], reason=run.get("reason"))
     else:
         passed = len(run.get("passed") or [])
         broken = list(run.get("failed") or [])

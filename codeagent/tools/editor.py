@@ -5,10 +5,10 @@ from __future__ import annotations
 import errno
 
 from .base import ToolContext, ToolError, ToolResult, run_in_repo
+from .edit_history import EditHistory, file_key
 from .text import numbered, truncate_middle
 
 SNIPPET_CONTEXT = 4
-MAX_UNDO = 20
 MAX_FILE_BYTES = 16 * 1024 * 1024  # larger files are not pulled into this process
 
 
@@ -56,10 +56,13 @@ def _read_text(context: ToolContext, path: str) -> str:
                         "the editor works on UTF-8 text files only") from None
 
 
+def edit_history(context: ToolContext) -> EditHistory:
+    return context.state.setdefault("edit_history", EditHistory())
+
+
 def _write_text(context: ToolContext, path: str, text: str, previous: str | None) -> None:
-    history = context.state.setdefault("edit_history", {}).setdefault(path, [])
-    history.append(previous)
-    del history[:-MAX_UNDO]
+    edit_history(context).push(file_key(context.sandbox.workdir, path),
+                               None if previous is None else previous.encode("utf-8"))
     context.sandbox.write_file(path, text.encode("utf-8"))
 
 
@@ -168,16 +171,20 @@ def _insert(context: ToolContext, path: str, insert_line: int, new_str: str) -> 
 
 
 def _undo(context: ToolContext, path: str) -> str:
-    history = context.state.get("edit_history", {}).get(path)
-    if not history:
+    history, key = edit_history(context), file_key(context.sandbox.workdir, path)
+    held, previous = history.pop(key)
+    if not held:
+        if history.was_cut(key):
+            raise ToolError(f"there is no edit of {path} left to undo: its older versions were dropped (the editor "
+                            f"keeps {history.max_per_file} versions of a file and {history.max_bytes // 2**20} MiB "
+                            "in all). `git diff` shows what changed; `git checkout -- FILE` restores the original.")
         raise ToolError(f"there is no edit of {path} to undo")
-    previous = history.pop()
     if previous is None:  # the file was created by the editor: undo removes it
         result = run_in_repo(context, f"rm -f -- {_quote(path)}", timeout=30)
         if result.exit_code != 0:
             raise ToolError(f"could not remove {path}: {result.output.strip()}")
         return f"Undid the creation of {path} (removed it)."
-    context.sandbox.write_file(path, previous.encode("utf-8"))
+    context.sandbox.write_file(path, previous)
     return f"Reverted the last edit of {path}."
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..code import confined
 from ..code.files import MAX_FILE_BYTES
 from ..private_dirs import make_private_dir, remove_dead_owners
+from ..sandbox import tree_cache
 from ..sandbox.workspace import host_tree
 from .base import ToolContext
 
@@ -45,12 +46,14 @@ class WorkspaceMirror:
             self.root = Path(sandbox.workdir)
             return
         self.base = host_tree(sandbox.snapshot)
+        self._held = tree_cache.hold(self.base)  # restores read it as long as the mirror lives
         remove_dead_owners(MIRROR_KIND)
         self.root = make_private_dir(MIRROR_KIND)
         try:
             confined.copy_tree(self.base, self.root, max_file_bytes)
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
+            self._held.close()
             raise
         self._changed: set[str] = set()
 
@@ -128,3 +131,4 @@ class WorkspaceMirror:
     def close(self) -> None:
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
+            self._held.close()

@@ -193,8 +193,11 @@ def grade_command(ctx, ids, tasks, tasks_format, instance, force, similarity, st
               help="Largest request body (MiB); larger ones get 413.")
 @click.option("--max-connections", default=8, show_default=True, type=click.IntRange(min=1),
               help="Connections served at once; more get 503.")
+@click.option("--allow-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Another name clients reach this server by (the Host header; default: loopback names and --host).")
 def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_tokens: int,
-          device: str | None, threads: int | None, max_request_mb: float, max_connections: int) -> None:
+          device: str | None, threads: int | None, max_request_mb: float, max_connections: int,
+          allowed_hosts: tuple[str, ...]) -> None:
     """Serve a model (with its adapter) over an OpenAI-compatible chat API with tool calling."""
     from codeagent.models.errors import ModelConfigError
 
@@ -203,7 +206,7 @@ def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_
     try:
         loaded = load_served_model(model, adapter, max_new_tokens=max_tokens, device=device, threads=threads)
         server = Server(loaded, name=name, host=host, port=port, max_body_bytes=int(max_request_mb * (1 << 20)),
-                        max_connections=max_connections)
+                        max_connections=max_connections, allowed_hosts=allowed_hosts)
     except ModelConfigError as error:
         _fail(str(error))
         return

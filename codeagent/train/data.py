@@ -2,9 +2,10 @@
 
 SFT: resolved trajectories (by default), filtered by reward, exit status, length, repository,
 instance and model; one pre-tokenized row per trajectory, `assistant_masks` = 1 on exactly the
-tokens the assistant wrote (tool outputs and prompts masked).
-DPO: pairs from the same task, a resolved trajectory chosen and an unresolved one rejected; the
-prompt is their shared beginning, and the masks cover the assistant tokens of each continuation.
+tokens the assistant wrote (tool outputs and prompts masked). A run the grader flagged
+(Trajectory.integrity_flags) is never one of them unless data.allow_flagged.
+DPO: pairs from the same task, a resolved trajectory chosen and an unresolved one rejected (a flagged
+run counts as rejected unless data.allow_flagged); the prompt is their shared beginning, and the masks cover the assistant tokens of each continuation.
 RL: tasks in the SWE-bench format (a file or a dataset name) or the toy family.
 
 Rows go through Hugging Face `datasets`. When nothing is left, the error says what the store holds
@@ -88,6 +89,8 @@ class ExportedDataset:
                 tools = json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools") or []
                 rewards = {"total": row["reward"]} if isinstance(row.get("reward"), (int, float)) else {}
                 verification = {"resolved": row["resolved"]} if isinstance(row.get("resolved"), bool) else {}
+                if row.get("flags"):  # exported with --allow-flagged: still flagged here
+                    verification["distrust"] = [str(flag) for flag in row["flags"]]
                 yield Trajectory(id=str(row.get("id") or f"row-{number}"), model=row.get("model") or "",
                                  task={"instance_id": row.get("instance_id")}, messages=list(row["messages"]),
                                  tools=tools, verification=verification, rewards=rewards, exit_status="submitted")
@@ -109,14 +112,18 @@ def _repo_of(trajectory) -> str:
     return str((task.get("extra") or {}).get("swebench_repo") or task.get("repo") or "")
 
 
-def select(data: DataSection, *, require_resolved: bool | None, store=None) -> Selection:
-    """Trajectories passing the data filters; `require_resolved` None means the filter `data.resolved`."""
+def select(data: DataSection, *, require_resolved: bool | None, store=None, positives: bool = False) -> Selection:
+    """Trajectories passing the data filters; `require_resolved` None means the filter `data.resolved`.
+    `positives`: every one kept is trained on as an example to follow (SFT): flagged runs are left out
+    unless data.allow_flagged."""
     store = store or open_store(data)
     wanted = data.resolved if require_resolved is None else require_resolved
     selection = Selection([], str(store.root))
     for trajectory in store.iter():
         selection.total += 1
         reason = _rejection(trajectory, data, wanted)
+        if reason is None and positives and trajectory.integrity_flags and not data.allow_flagged:
+            reason = "flagged by the grader (data.allow_flagged: true takes them)"
         if reason:
             selection.dropped[reason] += 1
         else:
@@ -164,7 +171,7 @@ def _nothing_left(selection: Selection, what: str, hint: str) -> TrainError:
 
 def sft_rows(data: DataSection, tokenizer, *, max_length: int | None = None, store=None) -> tuple[list[dict], dict]:
     """Pre-tokenized SFT rows (input_ids, assistant_masks) and a summary of what went in."""
-    selection = select(data, require_resolved=None, store=store)
+    selection = select(data, require_resolved=None, store=store, positives=True)
     hint = ("SFT takes trajectories verified as resolved: grade them first (codeagent eval run records the "
             "verdict), or set data.resolved=null to train on every run" if data.resolved else
             "Loosen the data filters")
@@ -228,10 +235,12 @@ def dpo_rows(data: DataSection, tokenizer, *, max_length: int | None = None, sto
         if trajectory.resolved is not None:
             by_task[trajectory.task_key].append(trajectory)
     template = functools.cache(lambda: training_template(tokenizer))
+    from codeagent.trajectory.export import preferred
+
     rows, skipped = [], Counter()
     for group in by_task.values():
-        winners = [t for t in group if t.resolved]
-        losers = [t for t in group if not t.resolved]
+        winners = [t for t in group if preferred(t, data.allow_flagged)]  # a flagged run is never chosen
+        losers = [t for t in group if not preferred(t, data.allow_flagged)]
         pairs = [(winner, loser) for winner in winners for loser in losers][: data.max_pairs_per_task or None]
         for chosen, rejected in pairs:
             try:

@@ -92,6 +92,9 @@ class DataSection(_Strict):
     # rows) instead of the store.
     dataset: str | None = None
     max_format_errors: int | None = 0  # sft: drop runs with more malformed turns than this (null: keep all)
+    # sft/dpo: runs the grader flagged (Trajectory.integrity_flags: test infrastructure touched, masked
+    # failures, a tampered test run) are no positive example (sft: left out; dpo: never chosen) unless true
+    allow_flagged: bool = False
 
 
 class RolloutSection(_Strict):
@@ -99,7 +102,9 @@ class RolloutSection(_Strict):
     set: dict[str, Any] = Field(default_factory=dict)  # overrides of that config, e.g. {limits.max_steps: 30}
     store: str | None = None  # where rollouts are written; default data.store
     environment: Literal["harness", "base"] = "harness"  # sandbox image: the task's harness image, or the base one
-    grader: Literal["harness", "sandbox"] = "harness"  # grade in a fresh harness container, or in the rollout's own
+    # harness: the harness's grade (task spec, instance image); sandbox: a fresh sandbox of the rollout's
+    # environment with the run's patch applied (never the one the model worked in)
+    grader: Literal["harness", "sandbox"] = "harness"
     workers: int = 2  # rollouts in flight at once (per process; their turns decode together on one engine)
     # Sandboxes started ahead (a warm pool per task) so the next rollout's is ready when one finishes; None:
     # as many as workers, 0: off. Local executor, tasks without services only.

@@ -154,15 +154,14 @@ def warm_sandbox_factory(task, config, environment: str):
 
 
 def grade_in_sandbox(box, task, *, harness_spec=None, patch: str | None = None) -> dict[str, Any]:
-    """The harness's grading (reset and apply the hidden tests, run them, parse the log, grade) done in
-    the rollout's own sandbox, on its working tree: no second container per rollout. `patch` (the
-    run's diff) is checked for test infrastructure it touches (see harness/integrity.py); this
-    grader sees only that diff, not what the run changed outside the repository: the "harness"
-    grader, in a fresh container, is the one to trust."""
-    from codeagent.harness.directives import patched_files
+    """The harness's grading (the run's patch applied, the hidden tests reset and applied, run, the log
+    parsed and graded, the test infrastructure the patch touches flagged: harness/integrity.py) in `box`:
+    a FRESH sandbox of the rollout's environment, never the one the run worked in. Nothing the model
+    left behind there reaches the tests: shell functions, aliases, exported variables, its working
+    directory, processes it left running, files it wrote outside the repository (a wrapper on PATH, a
+    sitecustomize.py); only its patch comes across, as text."""
     from codeagent.harness.grading import Outcome, not_run
-    from codeagent.harness.integrity import report_fields
-    from codeagent.harness.task_env import TaskEnvironment
+    from codeagent.harness.task_env import TaskEnvironment, apply_for_grading
 
     f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
     if harness_spec is not None:
@@ -174,15 +173,15 @@ def grade_in_sandbox(box, task, *, harness_spec=None, patch: str | None = None) 
             raise TrainError(f"task {task.instance_id} has no test_command to grade with in the sandbox")
         command, parser, timeout = task.test_command, task.extra.get("log_parser", "pytest"), 300
     env = TaskEnvironment(task, box=box, services=harness_spec.services if harness_spec is not None else ())
+    report: dict[str, Any] = {}
     try:
         env.open()
-        error = env.patch_tests(task.test_patch or "", timeout=120)
-        if error:
-            return _report(not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=error))
-        graded = env.grade(env.run_tests(command, timeout), parser)
+        graded = apply_for_grading(env, task, patch or "", report)
+        if graded is None:
+            graded = env.grade(env.run_tests(command, timeout), parser)
     except Exception as error:  # a broken sandbox is a harness error for this rollout, not a crash
         graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=f"{type(error).__name__}: {error}")
-    return {**_report(graded), **report_fields(env.flags(patch or "", patched_files(task.test_patch or "")))}
+    return {**report, **_report(graded)}
 
 
 def _report(graded) -> dict[str, Any]:
@@ -321,13 +320,18 @@ class Rollouts:
                 except Exception as error:  # run_one opens it the usual way, and says what is wrong
                     log.warning("no warm sandboxes for %s: %s: %s", instance_id, type(error).__name__, error)
                     continue
-                if factory is not None:
-                    pools[instance_id] = WarmPool(factory, ready=min(ready, count), limit=count)
+                if factory is not None:  # the sandbox grader takes a second, fresh sandbox per rollout
+                    taken = count * (2 if self._grader(task) == "sandbox" else 1)
+                    pools[instance_id] = WarmPool(factory, ready=min(ready, taken), limit=taken)
         except BaseException:
             for pool in pools.values():
                 pool.close()
             raise
         return pools
+
+    def _grader(self, task) -> str:
+        """A prebuilt task's hidden tests are not in its agent's image: it is graded in its grading image."""
+        return "harness" if task.extra.get("images") else self.recipe.rollout.grader
 
     def _sandbox(self, task, pool):
         if pool is not None:
@@ -343,17 +347,17 @@ class Rollouts:
 
         started = time.monotonic()
         rollout = Rollout(task.instance_id)
-        # a prebuilt task's hidden tests are not in its agent's image: graded in a fresh container
-        grader = "harness" if task.extra.get("images") else self.recipe.rollout.grader
+        grader = self._grader(task)
         hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})  # the agent never sees them
         agent = Agent(policy, self.config, store=self.store)
         try:
             with self._sandbox(task, pool) as box:
                 result = agent.run(hidden, box, group_id=group_id, candidate_index=index)
                 rollout.trajectory_id, rollout.exit_status = result.trajectory_id, result.exit_status
-                if grader == "sandbox":
-                    spec = _harness_spec(task) if self.recipe.rollout.environment == "harness" else None
-                    rollout.grade = grade_in_sandbox(box, task, harness_spec=spec, patch=result.patch)
+            if grader == "sandbox":  # a fresh sandbox of the same environment: only the patch comes across
+                spec = _harness_spec(task) if self.recipe.rollout.environment == "harness" else None
+                with self._sandbox(task, pool) as fresh:
+                    rollout.grade = grade_in_sandbox(fresh, task, harness_spec=spec, patch=result.patch)
             if grader == "harness":
                 folder = Path(self.recipe.output_dir) / "grading" / (rollout.trajectory_id or f"{group_id}-{index}")
                 rollout.grade = self._grade(task, result.patch, folder)

@@ -20,7 +20,8 @@ decoded as one batch. It is meant for localhost: a tool for trying what was just
 checks every field it uses (400 with the reason), holds at most 8 connections (503 beyond) and decodes
 one request body at a time (JSON parsing, checking and rendering the prompt; generation is not under
 that lock), and refuses
-browsers from other origins (403; no CORS at all): a web page cannot drive it, and its memory stays
+browsers from other origins and any request whose Host names another server (403, DNS rebinding; no
+CORS at all): a web page cannot drive or read it, and its memory stays
 under about 8 x 2 x 4 MiB + 32 x 4 MiB above its model whatever clients send. On a GPU, serve with vLLM instead, which speaks the same API:
 
     vllm serve BASE --enable-lora --lora-modules codeagent=ADAPTER_DIR \\
@@ -32,6 +33,7 @@ under about 8 x 2 x 4 MiB + 32 x 4 MiB above its model whatever clients send. On
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import socket
@@ -210,14 +212,30 @@ class _Refused(Exception):
         self.status = status
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+WILDCARDS = ("", "0.0.0.0", "::")
 
 
-def _host_names(host: str, port: int) -> set[str] | None:
-    """The Host headers this server answers to under a browser Origin; None: any (not on loopback)."""
-    if host not in LOOPBACK_HOSTS:
-        return None
-    return {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+def _host_allowed(host_header: str, bound: str, port: int, allowed: tuple[str, ...] = ()) -> bool:
+    """Whether a request's Host names this server: a loopback name or the address it was bound to (bound
+    to every interface: any IP address, or this machine's name), or a name in `allowed`, with its port.
+    A web page that rebinds its own DNS name to 127.0.0.1 sends that name: refused."""
+    name, colon, given_port = host_header.strip().lower().rpartition(":")
+    if not colon or name.endswith(":") or "]" in given_port:  # no port: 80 (or an IPv6 literal alone)
+        name, given_port = host_header.strip().lower(), "80"
+    if given_port != str(port):
+        return False
+    bare = name.strip("[]")
+    names = {*LOOPBACK_NAMES, bound.lower(), f"[{bound.lower()}]", *(item.lower() for item in allowed)}
+    if name in names:
+        return True
+    if bound in WILDCARDS:
+        try:
+            ipaddress.ip_address(bare)
+            return True
+        except ValueError:
+            return bare in {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return False
 
 
 def _read_chunked(rfile, limit: int) -> bytearray:
@@ -257,7 +275,8 @@ def _prepare_or_refusal(service: ChatService, body: Any) -> Prepared | _Refused:
 
 
 def make_handler(service: ChatService, *, max_body_bytes: int = MAX_BODY_BYTES,
-                 idle_seconds: float = IDLE_SECONDS, request_seconds: float = REQUEST_SECONDS):
+                 idle_seconds: float = IDLE_SECONDS, request_seconds: float = REQUEST_SECONDS,
+                 allowed_hosts: tuple[str, ...] = ()):
     # One request decoded at a time: decoded JSON can take ~25x its text (many tiny objects), so only one
     # decoded body exists at once; the others wait as raw bytes. What is kept past it is the rendered
     # turn (token ids), and generation runs outside the lock, batched with the others.
@@ -312,15 +331,15 @@ def make_handler(service: ChatService, *, max_body_bytes: int = MAX_BODY_BYTES,
         def _check_origin(self) -> None:
             """Browsers name the page's origin; only a page of this server could be allowed, and it has none.
             No CORS headers are ever sent, so a browser never lets another origin read a reply either."""
+            host = self.headers.get("Host") or ""
+            if not _host_allowed(host, *self.server.server_address[:2], allowed_hosts):
+                raise _Refused(403, f"cross-origin requests are refused: Host {host[:200]!r} does not name this "
+                                    "server (DNS rebinding?); use 127.0.0.1 or localhost, or --allow-host")
             origin = self.headers.get("Origin")
             site = (self.headers.get("Sec-Fetch-Site") or "").lower()
             if site in ("cross-site", "same-site"):
                 raise _Refused(403, f"cross-origin requests are refused (Sec-Fetch-Site: {site})")
-            if origin is None:
-                return
-            host = self.headers.get("Host") or ""
-            names = _host_names(*self.server.server_address[:2])
-            if origin != f"http://{host}" or (names is not None and host not in names):
+            if origin is not None and origin != f"http://{host}":
                 raise _Refused(403, f"cross-origin requests are refused (Origin: {origin[:200]})")
 
         def _read_body(self) -> bytes | bytearray:
@@ -460,10 +479,11 @@ class Server:
 
     def __init__(self, model, *, name: str = DEFAULT_NAME, host: str = "127.0.0.1", port: int = 8000,
                  max_body_bytes: int = MAX_BODY_BYTES, max_connections: int = MAX_CONNECTIONS,
-                 idle_seconds: float = IDLE_SECONDS, request_seconds: float = REQUEST_SECONDS):
+                 idle_seconds: float = IDLE_SECONDS, request_seconds: float = REQUEST_SECONDS,
+                 allowed_hosts: tuple[str, ...] = ()):
         self.service = ChatService(model, name)
         handler = make_handler(self.service, max_body_bytes=max_body_bytes, idle_seconds=idle_seconds,
-                               request_seconds=request_seconds)
+                               request_seconds=request_seconds, allowed_hosts=(host, *allowed_hosts))
         self.httpd = _BoundedHTTPServer((host, port), handler, max_connections)
         self.thread: threading.Thread | None = None
 

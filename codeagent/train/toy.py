@@ -215,7 +215,8 @@ def record_demonstrations(store_dir: str | Path, operators_per_task: dict[str, l
         hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
         with open_sandbox(task.repo, task.base_commit) as box:
             result = agent.run(hidden, box)
-            report = grade_in_sandbox(box, task)
+        with open_sandbox(task.repo, task.base_commit) as fresh:  # graded as rollouts are: the patch alone
+            report = grade_in_sandbox(fresh, task, patch=result.patch)
         resolved = report.get("outcome") == "resolved"
         store.add_verification(result.trajectory_id, {"resolved": resolved, "outcome": report.get("outcome")})
         store.add_rewards(result.trajectory_id, {"resolved": 1.0 if resolved else 0.0})

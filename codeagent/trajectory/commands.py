@@ -205,21 +205,26 @@ def show_command(ctx, trajectory_id: str, max_chars: int) -> None:
 @click.option("--include-unresolved", is_flag=True,
               help="sft: also export trajectories not verified as resolved.")
 @click.option("--max-pairs", type=int, default=None, help="dpo: at most N pairs per task.")
+@click.option("--allow-flagged", is_flag=True,
+              help="sft/dpo: also take runs the grader flagged (test infrastructure touched, masked failures, "
+                   "a tampered test run) as positive examples; by default they are left out.")
 @click.pass_context
 def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved, group_id,
-                   include_unresolved, max_pairs) -> None:
+                   include_unresolved, max_pairs, allow_flagged) -> None:
     """Export trajectories as raw JSONL, or SFT / DPO datasets."""
     from codeagent.trajectory import export
 
     store = _store(ctx)
-    trajectories = store.iter(_make_filter(instance, model_name, exit_status, resolved, group_id))
+    trajectories = store.list(_make_filter(instance, model_name, exit_status, resolved, group_id))
+    flagged = 0 if allow_flagged or fmt == "jsonl" else sum(bool(t.resolved and t.integrity_flags) for t in trajectories)
     try:
         if fmt == "jsonl":
             count = export.to_jsonl(trajectories, output)
         elif fmt == "sft":
-            count = export.to_sft(trajectories, output, require_resolved=not include_unresolved)
+            count = export.to_sft(trajectories, output, require_resolved=not include_unresolved,
+                                  allow_flagged=allow_flagged)
         else:
-            count = export.to_dpo(trajectories, output, max_pairs_per_task=max_pairs)
+            count = export.to_dpo(trajectories, output, max_pairs_per_task=max_pairs, allow_flagged=allow_flagged)
     except export.ExportError as error:
         raise click.ClickException(str(error)) from None
     except OSError as error:
@@ -227,10 +232,14 @@ def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved
         raise click.ClickException(f"cannot write {where}: {error.strerror or error}") from None
     if count == 0:
         why = {
-            "sft": "sft takes trajectories verified as resolved (verification.resolved = true); "
-            "grade them first or pass --include-unresolved",
+            "sft": "sft takes trajectories verified as resolved (verification.resolved = true) and not flagged "
+            "by the grader; grade them first, or pass --include-unresolved / --allow-flagged",
             "dpo": "dpo needs, for the same task, a resolved and an unresolved trajectory",
             "jsonl": "no trajectory matched the filters",
         }[fmt]
-        raise click.ClickException(f"nothing exported from {store.root}: {why}")
+        raise click.ClickException(f"nothing exported from {store.root}: {why}"
+                                   + (f" ({flagged} resolved run(s) flagged by the grader)" if flagged else ""))
+    if flagged:
+        click.echo(f"left out as positives: {flagged} resolved run(s) the grader flagged (--allow-flagged takes them)",
+                   err=True)
     click.echo(f"exported {count} {'rows' if fmt != 'jsonl' else 'trajectories'} to {output}")

@@ -89,11 +89,16 @@ def sft_rows(
     *,
     require_resolved: bool = True,
     where: Predicate | None = None,
+    allow_flagged: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per trajectory: the whole conversation; by default resolved trajectories only."""
+    """One row per trajectory: the whole conversation; by default resolved trajectories only, and
+    never one the grader flagged (Trajectory.integrity_flags: a hack is no example to learn from)
+    unless `allow_flagged`; such a row keeps its flags in the `flags` column."""
     rows = []
     for trajectory in trajectories:
         if require_resolved and trajectory.resolved is not True:
+            continue
+        if trajectory.integrity_flags and not allow_flagged:
             continue
         if where is not None and not where(trajectory):
             continue
@@ -106,9 +111,16 @@ def sft_rows(
                 "tools": json.dumps(trajectory.tools),
                 "resolved": trajectory.resolved,
                 "reward": _reward(trajectory),
+                "flags": trajectory.integrity_flags,
             }
         )
     return rows
+
+
+def preferred(trajectory: Trajectory, allow_flagged: bool = False) -> bool:
+    """A DPO winner: resolved, and not flagged by the grader unless that is allowed (a flagged run
+    goes with the losers: a clean fix is preferred to it)."""
+    return bool(trajectory.resolved) and (allow_flagged or not trajectory.integrity_flags)
 
 
 def _common_prefix(a: list[dict], b: list[dict]) -> int:
@@ -119,18 +131,19 @@ def _common_prefix(a: list[dict], b: list[dict]) -> int:
 
 
 def dpo_rows(
-    trajectories: Iterable[Trajectory], *, max_pairs_per_task: int | None = None
+    trajectories: Iterable[Trajectory], *, max_pairs_per_task: int | None = None, allow_flagged: bool = False
 ) -> list[dict[str, Any]]:
     """Preference pairs within each task: a resolved trajectory (chosen) against an unresolved
-    one (rejected). The prompt is the messages both share; chosen/rejected are what follows."""
+    one (rejected); a flagged one is never chosen unless `allow_flagged` (see `preferred`). The
+    prompt is the messages both share; chosen/rejected are what follows."""
     by_task: dict[str, list[Trajectory]] = defaultdict(list)
     for trajectory in trajectories:
         if trajectory.resolved is not None:
             by_task[trajectory.task_key].append(trajectory)
     rows = []
     for group in by_task.values():
-        winners = [t for t in group if t.resolved]
-        losers = [t for t in group if not t.resolved]
+        winners = [t for t in group if preferred(t, allow_flagged)]
+        losers = [t for t in group if not preferred(t, allow_flagged)]
         pairs = [(winner, loser) for winner in winners for loser in losers]
         if max_pairs_per_task is not None:
             pairs = pairs[:max_pairs_per_task]

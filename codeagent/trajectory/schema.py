@@ -60,7 +60,11 @@ class Totals(BaseModel):
 
 
 # Fields an update record may set; everything else is fixed at creation or folded from steps.
-UPDATABLE_FIELDS = ("patch", "exit_status", "exit_message", "wall_seconds")
+UPDATABLE_FIELDS = ("patch", "exit_status", "exit_message", "wall_seconds", "model", "api_base")
+# Verification fields that hold integrity flags: `distrust` is what every grader records from
+# harness/integrity.reasons() (whatever that rule flags: test infrastructure touched, masked failures,
+# a tampered test run...); the others are a grade report's raw flags, when one is recorded whole.
+INTEGRITY_FIELDS = ("distrust", "touches_test_infrastructure", "masked_failures", "integrity_flags")
 
 
 class Trajectory(BaseModel):
@@ -71,6 +75,10 @@ class Trajectory(BaseModel):
     task: dict[str, Any] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
     model: str = ""
+    # The model's server (never its key): a resumed session continues with this model there. An update
+    # record changes both when the session switched models (/model). "" for none; None in records written
+    # before it was kept (then config.model.api_base says).
+    api_base: str | None = None
     sampling: dict[str, Any] = Field(default_factory=dict)
     tools: list[dict[str, Any]] = Field(default_factory=list)  # the tool specs the model was given
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -100,9 +108,31 @@ class Trajectory(BaseModel):
         )
 
     @property
+    def model_api_base(self) -> str | None:
+        """The server of the session's model, also for records written before `api_base` was kept."""
+        if self.api_base is not None:
+            return self.api_base or None
+        settings = self.config.get("model") if isinstance(self.config, dict) else None
+        value = settings.get("api_base") if isinstance(settings, dict) else None
+        return value if isinstance(value, str) and value else None
+
+    @property
     def resolved(self) -> bool | None:
         value = self.verification.get("resolved")
         return value if isinstance(value, bool) else None
+
+    @property
+    def integrity_flags(self) -> list[str]:
+        """Why the grade of this run cannot be trusted (empty: nothing flagged). A flagged run is no
+        positive training example unless the user allows it (`--allow-flagged`, data.allow_flagged)."""
+        flags: list[str] = []
+        for name in INTEGRITY_FIELDS:
+            value = self.verification.get(name)
+            if isinstance(value, (list, tuple, dict)):
+                flags += [str(item) for item in value if str(item) not in flags]
+            elif value:
+                flags.append(f"{name}: {value}")
+        return flags
 
     def compute_totals(self, wall_seconds: float | None = None) -> Totals:
         costs = [step.cost for step in self.steps if step.cost is not None]

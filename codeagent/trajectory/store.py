@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from codeagent import patches
+from codeagent.private_dirs import ensure_private
 from codeagent.trajectory.schema import (
     SCHEMA_VERSION,
     UPDATABLE_FIELDS,
@@ -37,7 +38,7 @@ DEFAULT_DIR_ENV = "CODEAGENT_TRAJECTORY_DIR"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 # Header fields; steps, updates and later records fill in the rest.
 HEADER_FIELDS = (
-    "schema_version", "id", "created", "task", "config", "model", "sampling", "tools",
+    "schema_version", "id", "created", "task", "config", "model", "api_base", "sampling", "tools",
     "messages", "group_id", "candidate_index",
 )
 
@@ -83,24 +84,53 @@ def _append_line(fd: int, record: dict[str, Any]) -> None:
 
 
 class TrajectoryWriter:
-    """Appends records to one trajectory file. Not shared between processes."""
+    """Appends records to one trajectory file. Not shared between processes.
 
-    def __init__(self, path: Path, trajectory_id: str, next_step: int = 0, *, create: bool = False):
+    With `on_error`, a write the file system refuses (a full disk, a store made read-only) does not
+    raise: `on_error` hears why, once, and the writer records nothing more (`lost` says why). An agent
+    run goes on and keeps its patch; its record is incomplete (a cut last line is skipped on load)."""
+
+    def __init__(self, path: Path, trajectory_id: str, next_step: int = 0, *, create: bool = False,
+                 on_error: Callable[[str], None] | None = None):
         self.path = path
         self.id = trajectory_id
         self._next_step = next_step
+        self._on_error = on_error
+        self.lost: str | None = None
+        self._fd: int | None = None
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
-        self._fd: int | None = os.open(path, flags, 0o644)
-        if not create and path.stat().st_size:
-            with path.open("rb") as handle:
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":  # a write was cut short: start on a fresh line
-                    os.write(self._fd, b"\n")
+        try:
+            self._fd = os.open(path, flags, 0o600)
+            if not create and path.stat().st_size:
+                with path.open("rb") as handle:
+                    handle.seek(-1, os.SEEK_END)
+                    if handle.read(1) != b"\n":  # a write was cut short: start on a fresh line
+                        os.write(self._fd, b"\n")
+        except FileExistsError:
+            raise
+        except OSError as error:
+            self._lose(error)
+
+    def _lose(self, error: OSError) -> None:
+        if self._on_error is None:
+            self.close()
+            raise error
+        self.lost = f"{error.strerror or error} ({self.path})"
+        try:
+            self.close()
+        except OSError:
+            pass
+        self._on_error(f"the trajectory cannot be written: {self.lost}; the run goes on, unrecorded")
 
     def _append(self, kind: str, **payload: Any) -> None:
+        if self.lost is not None:
+            return
         if self._fd is None:
             raise TrajectoryError(f"trajectory {self.id} writer is closed")
-        _append_line(self._fd, {"record": kind, "time": utc_now().isoformat(), **payload})
+        try:
+            _append_line(self._fd, {"record": kind, "time": utc_now().isoformat(), **payload})
+        except OSError as error:
+            self._lose(error)
 
     def append_step(self, step: Step | dict[str, Any], messages: list[dict[str, Any]]) -> Step:
         """Record one step: its stats and the messages it added (assistant turn + observations)."""
@@ -278,9 +308,11 @@ class TrajectoryStore:
             raise TrajectoryError(f"invalid trajectory id {trajectory_id!r}")
         return self.root / f"{trajectory_id}.jsonl"
 
-    def create(self, **header: Any) -> TrajectoryWriter:
+    def create(self, *, on_error: Callable[[str], None] | None = None, **header: Any) -> TrajectoryWriter:
         """Start a trajectory. Keywords are Trajectory header fields: task, model, config,
-        sampling, tools, messages (the initial ones), group_id, candidate_index, id, created."""
+        sampling, tools, messages (the initial ones), group_id, candidate_index, id, created.
+        `on_error`: see TrajectoryWriter (a store that cannot be written to gives a writer that records
+        nothing, instead of an error)."""
         unknown = set(header) - set(HEADER_FIELDS)
         if unknown:
             raise TrajectoryError(
@@ -289,13 +321,17 @@ class TrajectoryStore:
         created = header.pop("created", None) or utc_now()
         trajectory_id = header.pop("id", None) or new_trajectory_id(created)
         trajectory = Trajectory(id=trajectory_id, created=created, **header)
-        return self._start(trajectory)
+        return self._start(trajectory, on_error)
 
-    def _start(self, trajectory: Trajectory) -> TrajectoryWriter:
+    def _start(self, trajectory: Trajectory, on_error: Callable[[str], None] | None = None) -> TrajectoryWriter:
         path = self.path_for(trajectory.id)
-        self.root.mkdir(parents=True, exist_ok=True)
         try:
-            writer = TrajectoryWriter(path, trajectory.id, create=True)
+            ensure_private(self.root)  # a trajectory holds the user's code, prompts and the model's answers
+        except OSError:
+            if on_error is None:
+                raise  # else the writer finds the folder missing and says so
+        try:
+            writer = TrajectoryWriter(path, trajectory.id, create=True, on_error=on_error)
         except FileExistsError:
             raise TrajectoryError(f"trajectory {trajectory.id} already exists at {path}") from None
         header = trajectory.model_dump(mode="json", include=set(HEADER_FIELDS))
@@ -350,10 +386,10 @@ class TrajectoryStore:
     def load(self, id_or_prefix: str) -> Trajectory:
         return fold_records(self.path_for(self.resolve(id_or_prefix)))
 
-    def open(self, id_or_prefix: str) -> TrajectoryWriter:
+    def open(self, id_or_prefix: str, on_error: Callable[[str], None] | None = None) -> TrajectoryWriter:
         """A writer that appends to an existing trajectory (resume, late verification)."""
         trajectory = self.load(id_or_prefix)
-        return TrajectoryWriter(self.path_for(trajectory.id), trajectory.id, len(trajectory.steps))
+        return TrajectoryWriter(self.path_for(trajectory.id), trajectory.id, len(trajectory.steps), on_error=on_error)
 
     def _appender(self, id_or_prefix: str) -> TrajectoryWriter:
         trajectory_id = self.resolve(id_or_prefix)

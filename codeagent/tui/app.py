@@ -18,7 +18,7 @@ from textual.content import Content
 from textual.message import Message
 
 from ..events import Event
-from ..models import ModelConfigError
+from ..models import ModelConfigError, ModelError
 from ..run.printers import patch_stats
 from ..task import Task
 from ..trajectory.store import TrajectoryError
@@ -26,7 +26,7 @@ from .approval import MODES, ApprovalRequest, Decision, next_mode
 from .approval_rules import rules_command
 from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
-from .commands import SlashCommand, help_text, parse, plan_mode, plan_notice, resolve
+from .commands import SlashCommand, help_text, model_switch, parse, plan_mode, plan_notice, resolve
 from .completion_menu import CompletionMenu
 from .diff_panel import DiffPanel, PatchScreen
 from .pick_screen import PickScreen
@@ -47,6 +47,15 @@ class SessionEvent(Message):
     def __init__(self, event: Event):
         super().__init__()
         self.event = event
+
+
+class ModelChecked(Message):
+    """`/model`'s check of a model ended (from its thread): `error` is None when it can be used."""
+
+    def __init__(self, model, error: str | None):
+        super().__init__()
+        self.model = model
+        self.error = error
 
 
 class ApprovalAsked(Message):
@@ -230,14 +239,36 @@ class CodeagentApp(App[int]):
 
     def _command_model(self, argument: str) -> None:
         if not argument:
-            self.transcript.add_notice(f"Model: {self.session.model_name}. Switch with /model NAME.")
+            self.transcript.add_notice(f"Model: {_model_label(self.session.model)}. Switch with /model NAME "
+                                       "[--api-base URL].")
             return
         try:
-            self.session.set_model(argument)
-        except ModelConfigError as exc:
-            self.transcript.add_notice(str(exc), "error")
+            model = self.session.make_model(*model_switch(argument))
+        except (ValueError, ModelConfigError) as exc:
+            self.transcript.add_notice(_one_line(str(exc)), "error")
             return
-        self.transcript.add_notice(f"Model: {argument} (from the next step).", "success")
+        self.transcript.add_notice(f"Checking {_model_label(model)}…")
+        threading.Thread(target=self._check_model, args=(model,), name="codeagent-model-check", daemon=True).start()
+
+    def _check_model(self, model) -> None:
+        """One cheap request (run/solve.py's preflight), off the screen's thread."""
+        from ..run.solve import preflight
+
+        try:
+            preflight(model, paid=True)
+            error = None
+        except Exception as exc:  # noqa: BLE001 - a model error, or anything else: said, not switched
+            error = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
+        self.post_message(ModelChecked(model, error))
+
+    def on_model_checked(self, message: ModelChecked) -> None:
+        if message.error is not None:
+            self.transcript.add_notice(f"Model not switched ({_model_label(self.session.model)} stays): "
+                                       f"{_one_line(message.error)}", "error")
+            return
+        self.session.set_model(message.model)
+        self.transcript.add_notice(f"Model: {_model_label(message.model)} (from the next step).", "success")
+        self._refresh_status()
 
     def _command_mode(self, argument: str) -> None:
         if argument:
@@ -448,3 +479,15 @@ class CodeagentApp(App[int]):
         self.status_bar.show(self.session.status())
         if self._welcome.is_attached:  # the header says the mode and model of now, not of the start
             self._welcome.update(Content(self._welcome_text()))
+
+
+def _model_label(model) -> str:
+    if model is None:
+        return "(no model)"
+    api_base = getattr(model, "api_base", None)
+    return f"{model.name} at {api_base}" if isinstance(api_base, str) and api_base else model.name
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (arguments, what it does) -- kept short: the help must read well at 80 columns
-    "model": ("[NAME]", "show, or switch model from the next step"),
+    "model": ("[NAME] [--api-base URL]", "show, or check and switch model (next step)"),
     "mode": ("[MODE]", "approval mode: suggest, auto-edit or full-auto"),
     "plan": ("[on|off]", "plan mode: read-only tools, answers in text"),
     "init": ("", "have the agent write a first AGENTS.md"),
@@ -60,15 +61,38 @@ def resolve(name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+HELP_COLUMN = 20  # the usage column of /help
+
+
 def help_text() -> str:
-    width = max(len(f"/{name} {args}".strip()) for name, (args, _) in COMMANDS.items())
+    usages = {name: f"/{name} {args}".strip() for name, (args, _) in COMMANDS.items()}
+    width = min(HELP_COLUMN, max(len(usage) for usage in usages.values()))
     lines = ["Commands:"]
-    for name, (args, what) in COMMANDS.items():
-        lines.append(f"  {f'/{name} {args}'.strip():<{width}}  {what}")
+    for name, (_, what) in COMMANDS.items():
+        if len(usages[name]) > width:  # a long usage takes its own line: the help reads at 80 columns
+            lines += [f"  {usages[name]}", f"  {'':<{width}}  {what}"]
+        else:
+            lines.append(f"  {usages[name]:<{width}}  {what}")
     lines.append("Keys:")
     key_width = max(len(key) for key, _ in KEYS)
     lines.extend(f"  {key:<{key_width}}  {what}" for key, what in KEYS)
     return "\n".join(lines)
+
+
+def model_switch(argument: str) -> tuple[str, str | None]:
+    """`/model NAME [--api-base URL]` -> (name, api_base or None). ValueError says what is wrong (a
+    name with a space, a flag it does not know, a server that is not an http(s) URL)."""
+    words = argument.split()
+    api_base, rest = None, words[1:]
+    if rest and rest[0].startswith("--api-base="):
+        api_base, rest = rest[0].partition("=")[2], rest[1:]
+    elif rest and rest[0] == "--api-base":
+        api_base, rest = (rest[1], rest[2:]) if len(rest) > 1 else ("", [])
+    if not words or words[0].startswith("-") or rest:
+        raise ValueError(f"/model {argument}: say /model NAME [--api-base URL] (a model name has no spaces)")
+    if api_base is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", api_base):
+        raise ValueError(f"/model {argument}: --api-base needs the server's URL, e.g. http://localhost:8000/v1")
+    return words[0], api_base
 
 
 def plan_mode(current: str, argument: str) -> str:

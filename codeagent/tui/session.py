@@ -40,7 +40,7 @@ from .session_events import Notice, Resumed, SessionChanged
 from .session_patch import working_tree
 from .worker import Worker
 
-CONTINUE_AFTER = (ExitStatus.SUBMITTED, ExitStatus.ANSWERED, *LIMITS)  # a queued message then runs on its own
+CONTINUE_AFTER = (ExitStatus.SUBMITTED, ExitStatus.EMPTY_SUBMISSION, ExitStatus.ANSWERED, *LIMITS)  # a queued message then runs on its own
 
 
 class Session:
@@ -228,13 +228,24 @@ class Session:
         self.policy.mode = check_mode(mode)
         self.emit(SessionChanged())
 
-    def set_model(self, name: str) -> None:
-        """Switch model (from the next step on). Raises ModelConfigError for a bad spec."""
+    def make_model(self, name: str, api_base: str | None = None) -> Model:
+        """The model `/model NAME [--api-base URL]` asks for (not checked, not used yet); without a
+        server, the configured one. Raises ModelConfigError for a bad spec."""
         from ..models import model_from_settings
 
-        model = model_from_settings(self.config.model, name)
+        settings = self.config.model.model_copy(update={"name": name, **({"api_base": api_base} if api_base else {})})
+        return model_from_settings(settings)
+
+    def set_model(self, model: Model | str) -> None:
+        """Switch model (from the next step on); the session's trajectory records it, so a resume goes
+        on with it. A name is made into a model first (ModelConfigError for a bad spec)."""
+        if isinstance(model, str):
+            model = self.make_model(model)
         self.model = self.agent.model = model
-        self.replay = name.startswith("replay:")
+        self.replay = model.name.startswith("replay:")
+        api_base = getattr(model, "api_base", None)
+        self.config = self.config.model_copy(update={"model": self.config.model.model_copy(
+            update={"name": model.name, "api_base": api_base if isinstance(api_base, str) else None})})
         self.emit(SessionChanged())
 
     def close(self, wait: float = 3.0) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..config import Config
 from ..events import SelectionMade
-from ..models import ModelConfigError
+from ..models import ModelError
 from ..run.solve import preflight, samples_candidates, write_patch_file
 from ..sandbox import SandboxError
 from ..status import ExitStatus
@@ -97,7 +97,7 @@ def run_agent(session, follow_up: str | None = None) -> None:
         return
     try:
         preflight(session.model)
-    except ModelConfigError as exc:
+    except ModelError as exc:  # no key, an unknown model, a server that is not there
         session.notice(f"{exc}\nFix that, or choose another model with /model NAME; then send a message.", "error")
         return
     if session.slot.sandbox is None:

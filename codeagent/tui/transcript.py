@@ -15,13 +15,14 @@ from ..events import Event, Finished, ModelOutput, Observed, RunStarted, ToolCal
 from ..status import LIMITS, ExitStatus
 from ..visible import visible
 from .diff_panel import diff_content
+from .link_screen import LinkScreen, openable
 
 SUMMARY_CHARS = 1000
 MIN_SUMMARY = 12
 TITLE_INSET = 4  # the title's padding and its ▶
 LEVEL_STYLES = {"info": "dim", "success": "green", "warning": "yellow", "error": "bold red"}
 STATUS_ICONS = {ExitStatus.SUBMITTED: ("✓", "green"), ExitStatus.INTERRUPTED: ("■", "yellow"),
-                ExitStatus.ANSWERED: ("●", "cyan")}
+                ExitStatus.ANSWERED: ("●", "cyan"), ExitStatus.EMPTY_SUBMISSION: ("○", "yellow")}
 
 
 def describe_call(tool: str, arguments: dict[str, Any]) -> str:
@@ -81,6 +82,8 @@ def advice(event: Finished) -> str:
     status = event.exit_status
     if status == ExitStatus.SUBMITTED:
         return "Review the patch with /diff, apply it to your working tree with /apply, or type a follow-up."
+    if status == ExitStatus.EMPTY_SUBMISSION:
+        return "The agent submitted without changing any file. Type a follow-up to say what to change."
     if status == ExitStatus.ANSWERED:
         return "Type a reply to continue the conversation (/plan switches plan mode)."
     if status == ExitStatus.INTERRUPTED:
@@ -188,6 +191,10 @@ class LiveReply(Static):
         self.update(Content("\n".join(parts)))
 
 
+def model_text(text: str) -> Markdown:
+    return Markdown(visible(text.strip()), open_links=False)  # a click goes to Transcript's handler
+
+
 class Transcript(VerticalScroll):
     DEFAULT_CSS = """
     Transcript { height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
@@ -220,7 +227,16 @@ class Transcript(VerticalScroll):
 
     def add_assistant(self, text: str) -> None:
         if text.strip():
-            self._add(Markdown(visible(text.strip())))
+            self._add(model_text(text))
+
+    def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
+        """A link in the model's text: http(s) opens after the user has seen the URL; other schemes never."""
+        event.stop()
+        url = event.href
+        if not openable(url):
+            self.add_notice(f"Not opened: {url[:500]} (only http and https links open).", "warning")
+            return
+        self.app.push_screen(LinkScreen(url), lambda chosen: self.app.open_url(url) if chosen else None)
 
     def add_notice(self, text: str, level: str = "info") -> None:
         self._add(Static(Content.styled(visible(text), LEVEL_STYLES.get(level, "")), classes=f"notice -{level}"))
@@ -262,7 +278,7 @@ class Transcript(VerticalScroll):
     def show_model_output(self, event: ModelOutput) -> None:
         live = self.live.pop(event.run_id, None)
         if live is not None and event.text.strip():
-            self.mount(Markdown(visible(event.text.strip())), before=live)  # where the streamed text was
+            self.mount(model_text(event.text), before=live)  # where the streamed text was
         else:
             self.add_assistant(event.text)
         if live is not None:

@@ -1,0 +1,151 @@
+"""What a container holds on the engine's disk beyond its writable layer.
+
+The engine's SizeRw walks the layer's directory. Two things escape it: a file deleted while a
+process keeps it open (its blocks stay taken until the last holder closes it), and the engine's
+own files bind-mounted into the container (/etc/hosts, /etc/hostname, /etc/resolv.conf), which
+root inside may write. Both are counted from the kernel's view of the container's processes,
+which nothing inside the container can change: `HostView` reads the host's /proc when codeagent
+runs on the engine's host with the right to (as root, or with rootless Docker); elsewhere (a user
+in the docker group, a remote engine) `HelperView` asks a helper container in the host's pid
+namespace, which the sandbox can neither see nor signal, running the tools of the sandbox's image,
+never the container's files.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .engine import docker_client
+from .errors import SandboxError
+
+MOUNTED_FILES = ("HostsPath", "HostnamePath", "ResolvConfPath")
+
+
+class HostView:
+    """The container's processes (its cgroup's member list) and the engine's files it mounts."""
+
+    def __init__(self, procs_file: Path, mounted_files: list[str]):
+        self.procs_file = procs_file
+        self.mounted_files = mounted_files
+
+    @classmethod
+    def open(cls, container_id: str) -> HostView | None:
+        """None when this host cannot see the container's processes (a remote engine, another
+        pid namespace, no right to read them)."""
+        try:
+            info = docker_client().api.inspect_container(container_id)
+            pid = int(info["State"]["Pid"])
+            procs_file = _procs_file(pid, info["Id"])
+            if procs_file is None or pid not in _read_pids(procs_file):
+                return None
+            os.listdir(f"/proc/{pid}/fd")  # PermissionError without the right to read them
+        except Exception:  # no such file or right, an odd answer, or the container is going away
+            return None
+        return cls(procs_file, [info[key] for key in MOUNTED_FILES if info.get(key)])
+
+    def held(self) -> tuple[int, int]:
+        """(bytes of deleted files still open on the container's root filesystem, bytes of the
+        engine's files mounted into it)."""
+        deleted: dict[tuple[int, int], int] = {}
+        root_device = None
+        for pid in _read_pids(self.procs_file):
+            try:
+                root_device = root_device or os.stat(f"/proc/{pid}/root").st_dev
+            except OSError:
+                continue  # gone meanwhile
+            # open descriptors, and mappings of files whose descriptor was closed
+            for folder in (f"/proc/{pid}/fd", f"/proc/{pid}/map_files"):
+                try:
+                    names = os.listdir(folder)
+                except OSError:
+                    continue
+                for name in names:
+                    try:
+                        info = os.stat(f"{folder}/{name}")  # the open file itself, whatever its name
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev == root_device:
+                        deleted[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+        mounted = 0
+        for path in self.mounted_files:
+            try:
+                mounted += os.stat(path).st_blocks * 512
+            except OSError:
+                pass
+        return sum(deleted.values()), mounted
+
+
+def _procs_file(pid: int, container_id: str) -> Path | None:
+    """The member list of the cgroup that `pid` (the container's first process) is in: v1's pids
+    hierarchy, or v2's unified one. It outlives a restart of the container."""
+    text = Path(f"/proc/{pid}/cgroup").read_text()
+    if container_id not in text:  # not this host's pid: a remote engine, or another namespace
+        return None
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if container_id not in path:
+            continue
+        for candidate in ((Path("/sys/fs/cgroup/pids") / path.lstrip("/")) if "pids" in controllers.split(",") else None,
+                          (Path("/sys/fs/cgroup") / path.lstrip("/")) if controllers == "" else None):
+            if candidate is not None and (candidate / "cgroup.procs").is_file():
+                return candidate / "cgroup.procs"
+    return None
+
+
+def _read_pids(procs_file: Path) -> list[int]:
+    try:
+        return [int(line) for line in procs_file.read_text().split()]
+    except (OSError, ValueError):
+        return []  # the container is stopped (its cgroup is removed until it starts again)
+
+
+# $1: the container's first process (its init); then every process of it (the engine's `top`).
+# Prints the bytes of deleted files they hold on the container's root filesystem, the bytes of
+# the engine's files mounted into it, and "end".
+HELPER_SCRIPT = r"""
+first=$1
+root=$(find -L /proc/$first/root -maxdepth 0 -printf %D) || exit 1
+for p in "$@"; do
+  find -L /proc/$p/fd /proc/$p/map_files -mindepth 1 -maxdepth 1 -type f -links 0 -printf "%D %i %b\n" 2>/dev/null
+done | awk -v root="$root" '$1 == root && !seen[$2]++ { sum += $3 } END { printf "%.0f\n", sum * 512 }'
+find -L /proc/$first/root/etc/hosts /proc/$first/root/etc/hostname /proc/$first/root/etc/resolv.conf \
+  -maxdepth 0 -printf "%b\n" 2>/dev/null | awk '{ sum += $1 } END { printf "%.0f\n", sum * 512 }'
+echo end
+"""
+
+
+class HelperView:
+    """The same count, from a helper container (`sleep infinity`) with the host's pid namespace."""
+
+    def __init__(self, container_id: str, image: str, labels: dict[str, str]):
+        self.container_id = container_id
+        self.helper = docker_client().containers.create(
+            image, ["sleep", "infinity"], pid_mode="host", network_mode="none", cap_drop=["ALL"],
+            cap_add=["SYS_PTRACE", "DAC_READ_SEARCH"], security_opt=["no-new-privileges"], user="0",
+            mem_limit="128m", pids_limit=64, labels=labels, init=True)
+        try:
+            self.helper.start()
+            self.held()  # the image has the tools (find -printf, awk)
+        except BaseException:
+            self.close()
+            raise
+
+    def held(self) -> tuple[int, int]:
+        client = docker_client()
+        rows = client.api.top(self.container_id, ps_args="-o pid").get("Processes") or []
+        pids = [str(int(row[0])) for row in rows]
+        if not pids:
+            return 0, 0  # stopped (restarting)
+        code, output = self.helper.exec_run(["sh", "-c", HELPER_SCRIPT, "sh", *pids])
+        words = output.decode(errors="replace").split()
+        if code != 0 or len(words) != 3 or words[2] != "end" or not (words[0].isdigit() and words[1].isdigit()):
+            raise SandboxError(f"the disk measure failed ({code}): {output[-300:]!r}")
+        return int(words[0]), int(words[1])
+
+    def close(self) -> None:
+        try:
+            self.helper.remove(force=True)
+        except Exception:
+            pass

@@ -1,0 +1,91 @@
+"""The set-up installs what was tested: requirements/lock.txt pins every distribution (scripts/lock.sh
+writes it), every dependency pyproject.toml names is in it at a version its range allows, and the
+virtualenv running this suite holds the locked versions (scripts/setup.sh installs with `-c` the lock).
+A suite run on purpose with the newest versions (CODEAGENT_UNLOCKED=1 bash scripts/test.sh) skips that last check."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements" / "lock.txt"
+
+
+def read_lock(text: str) -> dict[str, Version]:
+    """name -> version; each line is `name==version` (a bad line is an error, not skipped)."""
+    pins = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        requirement = Requirement(line)
+        [specifier] = requirement.specifier  # exactly one: ==
+        assert specifier.operator == "==" and not requirement.url and not requirement.marker, f"line {number}: {line}"
+        version = Version(specifier.version)
+        assert not version.local, f"line {number}: {line} (no index serves a local label; torch==V accepts V+cpu)"
+        name = canonicalize_name(requirement.name)
+        assert name not in pins, f"line {number}: {name} twice"
+        pins[name] = version
+    return pins
+
+
+def declared() -> list[Requirement]:
+    """Every dependency pyproject.toml names, every extra's included."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = project["dependencies"] + [line for extra in project["optional-dependencies"].values() for line in extra]
+    return [Requirement(line) for line in lines]
+
+
+def unlocked() -> bool:
+    """The suite runs against the newest versions: so asked, or in a virtualenv scripts/venv.sh made so."""
+    if os.environ.get("CODEAGENT_UNLOCKED", "") not in ("", "0"):
+        return True
+    stamp = Path(sys.prefix) / ".codeagent-installed"
+    return stamp.is_file() and stamp.read_text().startswith("latest-")
+
+
+def test_the_lock_pins_every_dependency_of_pyproject_within_its_range():
+    pins = read_lock(LOCK.read_text())
+    for requirement in declared():
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{requirement} is not in {LOCK.name}: run bash scripts/lock.sh"
+        assert requirement.specifier.contains(pins[name], prereleases=True), \
+            f"{LOCK.name} pins {name}=={pins[name]}, outside pyproject.toml's {requirement}: run bash scripts/lock.sh"
+
+
+def test_lock_lines_are_exact_pins():
+    assert read_lock("# comment\nTorch==2.15.0\npyyaml==6.0.3\n") == {"torch": Version("2.15.0"), "pyyaml": Version("6.0.3")}
+    for bad in ("torch>=2.15", "torch==2.15.0+cpu", "torch @ file:///opt/wheels/torch.whl", "a==1\nA==1"):
+        with pytest.raises((AssertionError, ValueError)):
+            read_lock(bad)
+
+
+def test_the_installed_versions_are_the_locked_ones():
+    if unlocked():
+        pytest.skip("the suite runs with the newest versions (CODEAGENT_UNLOCKED=1, .venv-latest): not the lock")
+    pins = read_lock(LOCK.read_text())
+    drifted, seen = [], set()
+    for distribution in importlib.metadata.distributions():
+        name = canonicalize_name(distribution.metadata["Name"] or "")
+        if name in pins and name not in seen:
+            seen.add(name)
+            installed = Version(distribution.version)
+            if Version(installed.public) != pins[name]:  # torch 2.15.0+cpu is the lock's 2.15.0
+                drifted.append(f"{name} {installed} (locked {pins[name]})")
+    assert seen, f"nothing {LOCK.name} names is installed"
+    assert not drifted, (
+        f"installed versions differ from {LOCK.relative_to(ROOT)}: " + ", ".join(drifted)
+        + f"; reinstall: rm {Path(sys.prefix) / '.codeagent-installed'} && bash scripts/setup.sh"
+    )
