@@ -89,7 +89,8 @@ def cli(ctx: click.Context, model_name: str | None, api_base: str | None) -> Non
 @click.option("--issue-file", type=click.Path(exists=True, dir_okay=False, allow_dash=True),
               help="The issue, from a file (-: standard input).")
 @click.option("--example", type=str, help="Solve a bundled example task (e.g. cart) instead.")
-@click.option("--commit", type=str, help="Start from this commit (default: HEAD).")
+@click.option("--commit", type=str, help="Start from this commit (default: your working tree, uncommitted edits "
+              "included).")
 @click.option("--model", "model_name", type=str, help="litellm model id, or replay:TRAJECTORY.")
 @click.option("--api-base", type=str, help="Base URL of an OpenAI-compatible server (vLLM, ollama...).")
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="local: NO isolation.")
@@ -98,6 +99,8 @@ def cli(ctx: click.Context, model_name: str | None, api_base: str | None) -> Non
 @click.option("--json-deltas", is_flag=True, help="With --json (implied): also the reply as it forms (model_delta, "
               "model_waiting events).")
 @click.option("--apply", "apply_patch", is_flag=True, help="Apply the patch to the working tree if safe.")
+@click.option("--write-through", is_flag=True, help="Write each change the agent makes to your working tree as it "
+              "happens (TUI: /undo puts it back); config agent.write_through.")
 @click.option("--config", "config_file", type=str, help="A config file (YAML), over the user and project ones.")
 @click.option("--trust", is_flag=True, help="Trust the repository's .codeagent.yaml: let it set the model, its "
               "endpoint, the sandbox... (untrusted, only harmless settings apply).")
@@ -115,7 +118,7 @@ def cli(ctx: click.Context, model_name: str | None, api_base: str | None) -> Non
 @click.pass_context
 def solve(ctx, repo, issue_text, issue_file, example, commit, model_name, api_base, sandbox_kind, headless, as_json,
           json_deltas, apply_patch, config_file, trust, settings, session, last_session, candidates, approval_mode,
-          work_mode, images) -> None:
+          work_mode, images, write_through) -> None:
     """Resolve an issue in a repository; the result is a patch (and a trajectory).
 
     In a terminal this opens the interactive TUI (type the issue there); --headless or no terminal prints
@@ -137,7 +140,8 @@ def solve(ctx, repo, issue_text, issue_file, example, commit, model_name, api_ba
         raise click.UsageError("give exactly one of --issue, --issue-file or --example")
     try:
         overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
-                                   sandbox__kind=sandbox_kind, scaling__candidates=candidates, agent__mode=work_mode)
+                                   sandbox__kind=sandbox_kind, scaling__candidates=candidates, agent__mode=work_mode,
+                                   agent__write_through=True if write_through else None)
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
     with _user_errors(ConfigError, ModelConfigError, TrajectoryError):
@@ -243,10 +247,18 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     from .config import load_config
     from .events import EventBus
     from .models import ModelConfigError, ModelError
+    from .run.apply import WriteThrough
     from .run.apply import apply_patch as apply_to_tree
     from .run.printers import JsonPrinter, ProgressPrinter
-    from .run.solve import continue_with_session_model, load_session, resolve_model, samples_candidates
+    from .run.solve import (
+        continue_with_session_model,
+        load_session,
+        resolve_model,
+        samples_candidates,
+        start_from_working_tree,
+    )
     from .run.solve import solve as run_solve
+    from .sandbox import snapshot
     from .status import ExitStatus
     from .task import Task
     from .visible import visible
@@ -265,7 +277,20 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
                                                                            model)})
     if config.sandbox.kind == "local":
         click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
+    if resumed is None and not example:
+        with _user_errors():
+            task, started_from = start_from_working_tree(task)
+        if started_from:
+            click.echo(f"codeagent · {started_from}", err=True)
     events = EventBus(JsonPrinter(deltas=json_deltas) if as_json else ProgressPrinter(compact=samples_candidates(config, resumed)))
+    writer = None
+    if config.agent.write_through and not example and Path(task.repo).is_dir() and \
+            not samples_candidates(config, resumed):
+        with _user_errors():
+            base = snapshot(task.repo, task.base_commit) if task.base_commit else None
+        writer = WriteThrough(task.repo, base, lambda text: click.echo(text, err=True),
+                              maybe_applied=resumed.patch if resumed is not None else None)
+        events.subscribe(writer)
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
     try:
@@ -300,7 +325,10 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
             click.echo("--apply: the repository is not a local working tree; use the patch file", err=True)
             code = code or EXIT_FAILED
         else:
-            applied = apply_to_tree(task.repo, result.patch)
+            base = snapshot(task.repo, task.base_commit) if task.base_commit else None
+            earlier = resumed.patch if resumed is not None else None  # perhaps applied already: clean too
+            applied = apply_to_tree(task.repo, result.patch, base=base, maybe_applied=earlier,
+                                    applied=writer.applied if writer is not None else None)
             click.echo(applied.message + ("" if applied.applied else f"; the patch is in {outcome.patch_file}"), err=True)
             code = code or (EXIT_OK if applied.applied else EXIT_FAILED)
     sys.exit(code)

@@ -130,6 +130,7 @@ class AgentSettings(_Section):
     observation_chars: Positive = 12_000
     localize: bool = True  # add ranked candidate files to the first prompt
     mode: Literal["normal", "plan"] = "normal"  # plan: read-only tools, a plain answer ends the run (agent/modes.py)
+    write_through: bool = False  # each change the agent makes is written to your working tree at once
 
 
 class ScalingSettings(_Section):

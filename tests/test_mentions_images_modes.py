@@ -127,3 +127,21 @@ def test_the_conversation_is_told_when_the_mode_changes():
     assert plan_mode("normal", "") == "plan" and plan_mode("plan", "") == "normal" and plan_mode("plan", "on") == "plan"
     with pytest.raises(ValueError, match="/plan on or /plan off"):
         plan_mode("normal", "maybe")
+
+
+def test_a_mention_in_a_session_reads_the_working_tree_and_no_host_file(repo, tmp_path, monkeypatch):
+    """In a session the mentioned files are the working tree's (the sandbox's copy): an uncommitted
+    edit is there; a link out of the repository is refused, its host file never read."""
+    from types import SimpleNamespace
+
+    from codeagent.tui.user_message import repo_files
+
+    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
+    (repo / "src/app.py").write_text("def main():\n    return 43  # uncommitted\n")
+    (tmp_path / "host.txt").write_text("HOST-SECRET\n")
+    os.symlink(tmp_path / "host.txt", repo / "hostlink")
+    session = SimpleNamespace(task=None, commit=None, repo=str(repo), apply_repo=str(repo))
+    text, notes = expand("Why does @src/app.py return 43? See @hostlink", repo_files(session, fresh=True))
+    assert "return 43  # uncommitted" in text and "as in my working tree" in text
+    assert "HOST-SECRET" not in text and any(note.startswith("@hostlink: refused") for note in notes)
+    assert git(repo, "status", "--porcelain") == " M src/app.py\n?? hostlink\n"

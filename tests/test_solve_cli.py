@@ -73,17 +73,18 @@ def test_apply_patches_a_clean_checkout(checkout, env):
     assert "del self._lines[sku]" in (clone / "shop" / "cart.py").read_text()
 
 
-def test_apply_refuses_to_overwrite_local_changes(checkout, env):
+def test_apply_keeps_the_local_changes_the_run_started_from(checkout, env):
+    """The run starts from the working tree: the local edit is in the sandbox, not in the patch, and
+    --apply writes the agent's change beside it (before: refused as "uncommitted changes")."""
     clone, issue = checkout
     (clone / "shop" / "cart.py").write_text((clone / "shop" / "cart.py").read_text() + "# my local work\n")
-    before = (clone / "shop" / "cart.py").read_text()
     proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
                  "--apply", env=env)
-    assert proc.returncode == 1  # asked to apply, not applied: not a success
-    assert "not applied: these files have uncommitted changes" in proc.stderr and "shop/cart.py" in proc.stderr
-    assert (clone / "shop" / "cart.py").read_text() == before
-    patch_file = proc.stderr.split("the patch is in ")[-1].strip()
-    assert "del self._lines[sku]" in open(patch_file).read()
+    assert proc.returncode == 0, proc.stderr
+    assert "started from the working tree with 1 changed file" in proc.stderr
+    assert "my local work" not in proc.stdout and f"applied to {clone}: shop/cart.py" in proc.stderr
+    text = (clone / "shop" / "cart.py").read_text()
+    assert "del self._lines[sku]" in text and text.endswith("# my local work\n")
     assert git(clone, "status", "--porcelain") == " M shop/cart.py\n"
 
 

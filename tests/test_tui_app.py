@@ -135,7 +135,9 @@ async def test_a_whole_session_approve_deny_diff_undo_apply(make_repo, tmp_path)
         await send(pilot, f"/apply {target}")
         await until(pilot, lambda: not session.busy, what="/apply")
         await pilot.pause(0.1)
-        assert (target / "calc.py").read_text() == "mine\n" and "uncommitted changes" in screen_text(app)
+        # nothing changed in the patch since the last /apply there: your edit stays
+        assert (target / "calc.py").read_text() == "mine\n", screen_text(app)
+        assert "the patch has not changed since" in " ".join(screen_text(app).split()), screen_text(app)
         await quit_app(pilot, session)
     assert session.sandbox is None
 

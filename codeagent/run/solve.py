@@ -98,6 +98,17 @@ def preflight(model: Model, paid: bool = False) -> None:
         check()
 
 
+def start_from_working_tree(task: Task) -> tuple[Task, str | None]:
+    """A task on a local folder with no base commit starts from what the user sees: their working
+    tree (uncommitted edits and untracked files that are not ignored), or the folder's files outside
+    git. Its snapshot's commit becomes the task's base (the patch is the diff against it; a resumed
+    session finds it again). Returns the task and the one line that says so (None: nothing done)."""
+    if task.base_commit is not None or not Path(task.repo).expanduser().is_dir():
+        return task, None
+    snap = snapshot(task.repo, working_tree=True)
+    return task.model_copy(update={"base_commit": snap.commit}), snap.note
+
+
 def localization_hint(task: Task, config: Config, k: int = 5) -> str:
     """Ranked candidate files for the first prompt ('' when disabled or nothing is found)."""
     if not config.agent.localize:

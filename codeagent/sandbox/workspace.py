@@ -1,6 +1,8 @@
-"""Turn a repository (local checkout, local mirror or URL) at a commit into a tree to copy.
+"""Turn a repository (local checkout, local mirror or URL) at a commit, or a local working tree as
+the user sees it (working_tree.py), into a tree to copy.
 
-Only git's object store is read: the user's working tree, index and refs are never touched.
+Only git's object store is read at a commit; a working tree is read through a temporary index into
+codeagent's own object store: the user's index, refs and files are never touched.
 Inside a sandbox the tree becomes a fresh one-commit repository tagged `codeagent-base`, so
 `diff()` is the agent's change and no later history can leak into the task.
 """
@@ -21,6 +23,16 @@ from pathlib import Path
 
 from . import tree_cache
 from .errors import WorkspaceError
+from .working_tree import (
+    WorkingTree,
+    common_objects,
+    describe,
+    is_working_tree_commit,
+    note,
+    open_store,
+    snapshot_working_tree,
+    store_name,
+)
 
 BASE_TAG = "codeagent-base"
 URL_PATTERN = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
@@ -54,6 +66,12 @@ class RepoSnapshot:
     commit: str  # full sha
     tree: str  # tree sha: equal trees share one prepared workspace
     source: str
+    working_tree: WorkingTree | None = None  # set when the commit is a snapshot of the user's working tree
+
+    @property
+    def note(self) -> str | None:
+        """One line on where a run starts from, for a working-tree snapshot (None otherwise)."""
+        return note(self.source, self.working_tree) if self.working_tree is not None else None
 
     def write_tar(self, destination: Path, prefix: str = "") -> None:
         """`git archive` of the commit into destination, its paths under `prefix` (raises
@@ -77,27 +95,68 @@ class RepoSnapshot:
             raise WorkspaceError(f"git archive of {self.source} at {self.commit[:12]} failed: {message}")
 
 
-def snapshot(source: str | os.PathLike, commit: str | None = None) -> RepoSnapshot:
-    """Resolve a repository and a commit (default: HEAD) to a RepoSnapshot, or raise WorkspaceError."""
+def snapshot(source: str | os.PathLike, commit: str | None = None, *, working_tree: bool = False) -> RepoSnapshot:
+    """Resolve a repository and a commit (default: HEAD) to a RepoSnapshot, or raise WorkspaceError.
+    With `working_tree` and no commit, a local checkout is taken as the user sees it (uncommitted
+    edits and untracked files that are not ignored), and a folder outside git as its files; the
+    commit such a snapshot made resolves again later (a resumed session finds the same base)."""
     source = str(source)
-    git_dir = _mirror_url(source, commit) if URL_PATTERN.match(source) else _local_git_dir(source)
+    if URL_PATTERN.match(source):
+        git_dir = _mirror_url(source, commit)
+    else:
+        location = _local_dir(source)
+        git_dir, top = _local_git_dir(location)
+        if working_tree and commit is None and top is not None:
+            store, taken = snapshot_working_tree(top, git_dir, _store_path(top), IGNORED_DEBRIS)
+            return RepoSnapshot(git_dir=store, commit=taken.commit, tree=taken.tree, source=source, working_tree=taken)
+        if commit is not None and (git_dir is None or not _has_commit(git_dir, commit)):
+            store = working_tree_store(top or location)
+            if store is not None and is_working_tree_commit(store, commit):
+                full = _git(store, "rev-parse", "--verify", f"{commit}^{{commit}}").strip()
+                taken = describe(store, full)
+                return RepoSnapshot(git_dir=store, commit=full, tree=taken.tree, source=source, working_tree=taken)
+        if git_dir is None:
+            raise WorkspaceError(f"{source} is not a git repository (run `git init` there and commit, "
+                                 "or point --repo at a checkout)")
     full = _resolve_commit(git_dir, commit or "HEAD", source)
     tree = _git(git_dir, "rev-parse", f"{full}^{{tree}}").strip()
     return RepoSnapshot(git_dir=git_dir, commit=full, tree=tree, source=source)
 
 
-def _local_git_dir(path: str) -> Path:
+def working_tree_store(top: str | Path) -> Path | None:
+    """codeagent's object store for the working tree at `top`, if a snapshot of it was taken."""
+    top = Path(top).resolve()
+    if not (_store_path(top) / "objects").is_dir():
+        return None
+    inside = subprocess.run(["git", "-C", str(top), "rev-parse", "--show-toplevel"], capture_output=True).returncode == 0
+    return open_store(_store_path(top), top, common_objects(top) if inside else None)
+
+
+def _store_path(top: Path) -> Path:
+    return cache_dir() / "working-trees" / store_name(top)
+
+
+def _local_dir(path: str) -> Path:
     location = Path(path).expanduser()
     if not location.exists():
         raise WorkspaceError(f"repository path {path} does not exist")
     if not location.is_dir():
         raise WorkspaceError(f"repository path {path} is a file, not a directory")
-    proc = subprocess.run(["git", "-C", str(location), "rev-parse", "--absolute-git-dir"],
+    return location
+
+
+def _local_git_dir(location: Path) -> tuple[Path | None, Path | None]:
+    """The repository's git dir and its working tree's top (None when bare); (None, the folder) outside git."""
+    proc = subprocess.run(["git", "-C", str(location), "rev-parse", "--absolute-git-dir", "--show-toplevel"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        raise WorkspaceError(f"{path} is not a git repository (run `git init` there and commit, "
-                             "or point --repo at a checkout)")
-    return Path(proc.stdout.strip())
+        bare = subprocess.run(["git", "-C", str(location), "rev-parse", "--absolute-git-dir"],
+                              capture_output=True, text=True)
+        if bare.returncode == 0:
+            return Path(bare.stdout.strip()), None
+        return None, location.resolve()
+    lines = proc.stdout.strip().split("\n")
+    return Path(lines[0]), (Path(lines[1]) if len(lines) > 1 and lines[1] else None)
 
 
 def _mirror_url(url: str, commit: str | None) -> Path:

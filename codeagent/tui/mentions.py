@@ -1,7 +1,7 @@
 """`@path` mentions in the user's message: completion, and the files' text put in the message.
 
-The files are the repository's as committed (the tree of the commit the session works from, as the
-sandbox has it), read from git objects: no path on the host is opened or followed. A path with
+The files are the tree the session works from, as the sandbox has it (a snapshot of the user's
+working tree, or a commit), read from git objects: no path on the host is opened or followed. A path with
 `..` or an absolute one, a symlink whose target leaves the repository, a submodule, a binary
 file and a path not in the tree are refused with a note; the text put in is capped.
 """
@@ -33,11 +33,12 @@ class RepoFiles:
     git_dir: Path
     commit: str
     entries: dict[str, Entry] = field(default_factory=dict)
+    working_tree: bool = False  # the commit is a snapshot of the user's working tree
 
     @classmethod
-    def load(cls, git_dir: str | Path, commit: str) -> RepoFiles:
+    def load(cls, git_dir: str | Path, commit: str, working_tree: bool = False) -> RepoFiles:
         out = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", commit)
-        files = cls(Path(git_dir), commit)
+        files = cls(Path(git_dir), commit, working_tree=working_tree)
         for record in out.split(b"\0"):
             if not record:
                 continue
@@ -74,7 +75,8 @@ class RepoFiles:
             if entry is None:
                 if self.is_folder(path):
                     raise MentionRefused(f"@{path}: a folder; mention its files")
-                raise MentionRefused(f"@{path}: not a file in the repository (at commit {self.commit[:10]})")
+                where = "in your working tree" if self.working_tree else f"at commit {self.commit[:10]}"
+                raise MentionRefused(f"@{path}: not a file in the repository ({where})")
             if entry.mode == _SUBMODULE:
                 raise MentionRefused(f"@{path}: a submodule, not a file")
             if entry.mode != _LINK:
@@ -122,7 +124,8 @@ def expand(text: str, files: RepoFiles) -> tuple[str, list[str]]:
         blocks.append(f'<file path="{path}">\n{content.rstrip()}\n</file>')
     if not blocks:
         return text, notes
-    header = f"The files I mentioned, as committed at {files.commit[:10]} (your edits since are not in them):"
+    header = ("The files I mentioned, as in my working tree (the copy you work on):" if files.working_tree else
+              f"The files I mentioned, as committed at {files.commit[:10]} (your edits since are not in them):")
     return "\n\n".join([text, header, *blocks]), notes
 
 

@@ -25,6 +25,7 @@ from ..config import Config
 from ..events import Event, EventBus, PatchChanged, RunStarted
 from ..models import Model, ToolCall
 from ..models.tokens import estimate_tokens
+from ..run.solve import start_from_working_tree
 from ..sandbox import SandboxError, snapshot
 from ..status import LIMITS, ExitStatus
 from ..task import Task
@@ -77,6 +78,7 @@ class Session:
         self.trajectory_id: str | None = None
         self.trajectory_path: str | None = None
         self.history = PatchHistory()
+        self.write_through = config.agent.write_through  # each change goes to apply_repo as it is made
         self._reset()  # stats, notes (told to the model with the next message, e.g. an undo), applied
         self.last_status: str | None = None
         self.scaling = False  # sampling several candidates (config.scaling.candidates > 1), first turn only
@@ -296,13 +298,19 @@ class Session:
     def _reset(self, stats: Stats | None = None, patch: str = "") -> None:
         """A new task or a reopened one: its counts, its patch (nothing to undo), no notes."""
         self.stats, self.notes = stats or Stats(), []
-        self.applied: tuple[str, str] | None = None  # where /apply wrote, and which patch
+        self.applied: tuple[str, str] | None = None  # where /apply (or write-through) last wrote, and which patch
+        self.resumed_patch = patch or None  # a reopened session's patch: perhaps applied in an earlier process
         self.compaction: session_compact.Compaction | None = None  # /compact's view of the conversation
         self.history.reset(patch)
 
     def _start(self, task: Task) -> None:
+        started_from = None
+        if self.apply_repo is not None:  # the user's own folder: start from what they see in it
+            task, started_from = start_from_working_tree(task)
         snap = snapshot(task.repo, task.base_commit)
         self.task = task.model_copy(update={"base_commit": snap.commit})  # resume finds the same base
+        if started_from:
+            self.notice(started_from[0].upper() + started_from[1:] + ".")
         self.trajectory_id = self.trajectory_path = None
         self._reset()
         session_turn.solve(self)
@@ -354,7 +362,10 @@ class Session:
             self.trajectory_id = event.run_id
             self.trajectory_path = str(self.store.path_for(event.run_id))
         else:
+            before = self.history.current
             self.history.observe(event, self.stats.steps)
+            if self.write_through and self.history.current != before:
+                session_patch.write_through(self, self.history.current)
         self.emit(event)
 
     def notice(self, text: str, level: str = "info") -> None:

@@ -1,6 +1,11 @@
 """/undo and /apply: the session's patch between the sandbox, the trajectory, its .patch file and
 the user's working tree. Run on the session's thread; `session` is the Session (not imported: it
-imports this)."""
+imports this).
+
+`session.applied` remembers where codeagent last wrote and which patch: the next /apply writes only
+what changed since (a file still as codeagent wrote it counts as clean), so a follow-up, or a commit
+of the applied files, does not stop it. With write-through each change is applied as it is made,
+and /undo puts the file back too."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from pathlib import Path
 from ..events import PatchChanged
 from ..run.apply import apply_patch
 from ..run.solve import write_patch_file
+from ..sandbox import snapshot
 
 
 def nothing_to_undo(session) -> str | None:
@@ -41,16 +47,41 @@ def undo(session) -> None:
     session.emit(PatchChanged(run_id=session.trajectory_id or "", step=change.step or 0, patch=change.before))
     session.notice(f"Undone: the agent's last change{where} ({changed}). The agent is told with your next message.",
                    "success")
+    if session.write_through:
+        write_through(session, change.before)
 
 
 def apply(session, target: str) -> None:
-    patch = session.patch
-    outcome = apply_patch(target, patch)
-    if outcome.applied:
-        session.applied = (target, patch)
+    outcome = _apply(session, target, session.patch)
     kept = "" if outcome.applied or not session.patch_file or not session.patch.strip() \
         else f"\nThe patch is in {session.patch_file}."
     session.notice(outcome.message + kept, "success" if outcome.applied else "warning")
+
+
+def write_through(session, patch: str) -> None:
+    """Write-through mode: the agent's patch as it stands now goes to the user's working tree. A
+    refusal (the user's edits conflict) pauses the mode, with a notice; /apply tries again."""
+    earlier = session.applied[1] if session.applied and session.applied[0] == session.apply_repo else None
+    if session.apply_repo is None or session.task is None or not (patch.strip() or earlier):
+        return
+    outcome = _apply(session, session.apply_repo, patch)
+    if outcome.applied:
+        session.notice("Written to your working tree: " + outcome.message, "info")
+        return
+    session.write_through = False
+    session.notice(f"Write-through paused: {outcome.message}\nThe sandbox keeps the change; /apply when your "
+                   "files are ready.", "warning")
+
+
+def _apply(session, target: str, patch: str):
+    earlier = session.applied[1] if session.applied and session.applied[0] == target else None
+    task = session.task
+    base = snapshot(task.repo, task.base_commit) if task is not None and task.base_commit else None
+    resumed = session.resumed_patch if earlier is None else None  # a reopened session's: perhaps applied
+    outcome = apply_patch(target, patch, base=base, applied=earlier, maybe_applied=resumed)
+    if outcome.applied:
+        session.applied = (target, patch)
+    return outcome
 
 
 def working_tree(repo: str) -> str | None:

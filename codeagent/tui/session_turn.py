@@ -71,7 +71,7 @@ def pick(session, index: int) -> None:
     session.trajectory_id, session.trajectory_path = trajectory.id, str(session.store.path_for(trajectory.id))
     session.stats.steps = trajectory.totals.steps
     session.history.reset(candidate.patch)
-    session.applied, session.compaction = None, None
+    session.compaction = None  # /apply keeps what it last wrote: the next one writes the difference
     session.last_status = trajectory.exit_status
     try:
         write_patch_file(session.patch_file, candidate.patch)

@@ -20,13 +20,15 @@ _TOKEN = re.compile(r"'([^']+)'|\"([^\"]+)\"|((?:\\ |\S)+)")
 _files: dict[tuple[str, str | None], RepoFiles] = {}
 
 
-def repo_files(session) -> RepoFiles:
-    """The tree the session works from (its task's base commit, else the given commit or HEAD)."""
+def repo_files(session, fresh: bool = False) -> RepoFiles:
+    """The tree the session works from: its task's base (a snapshot of the working tree, or a
+    commit); before the first message, the given commit, else the working tree as it is now (taken
+    again when `fresh`: a message; a completion reuses the last one)."""
     commit = session.task.base_commit if session.task is not None else session.commit
     key = (session.repo, commit)
-    if key not in _files:
-        snap = snapshot(session.repo, commit)
-        _files[key] = RepoFiles.load(snap.git_dir, snap.commit)
+    if key not in _files or (fresh and commit is None):
+        snap = snapshot(session.repo, commit, working_tree=commit is None and session.apply_repo is not None)
+        _files[key] = RepoFiles.load(snap.git_dir, snap.commit, working_tree=snap.working_tree is not None)
     return _files[key]
 
 
@@ -57,7 +59,7 @@ def prepare(text: str, session, notice: Notice) -> str | None:
         notice(f"Attached {len(stored)} image(s): " + ", ".join(Path(path).name for path in images), "info")
     if "@" in text:
         try:
-            text, notes = expand(text, repo_files(session))
+            text, notes = expand(text, repo_files(session, fresh=True))
         except Exception as error:  # noqa: BLE001 - an unreadable repository: the message goes as typed
             text, notes = text, [f"@mentions not read: {error}"]
         for note in notes:
