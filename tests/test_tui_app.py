@@ -279,7 +279,7 @@ async def test_a_link_in_the_models_text_opens_only_http_and_only_after_the_url_
     app.open_url = lambda url, **_: opened.append(url)
     async with app.run_test(size=(100, 30)) as pilot:
         await type_line(pilot, "read the docs")
-        await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
+        await until(pilot, lambda: session.last_status == "empty_submission" and not session.busy, what="the run")
         paragraph = app.transcript.query_one(Markdown).query_one("MarkdownParagraph")
         for column in (0, 3):  # "ab", "cd"
             await pilot.click(paragraph, offset=(column, 0))
