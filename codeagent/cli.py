@@ -66,19 +66,25 @@ def _remove_own_sandboxes() -> None:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, prog_name="codeagent")
-@click.option("--model", "model_name", type=str, help="The model for `solve` (as `solve --model`).")
-@click.option("--api-base", type=str, help="Base URL of an OpenAI-compatible server (as `solve --api-base`).")
 @click.pass_context
-def cli(ctx: click.Context, model_name: str | None, api_base: str | None) -> None:
+def cli(ctx: click.Context, **options) -> None:
     """codeagent: resolves issues in your repository from a Docker sandbox, and learns from it.
 
-    Without a command, in a terminal: `codeagent solve` in the current repository (the TUI)."""
-    ctx.obj = {"model_name": model_name, "api_base": api_base}
+    Without a command: `codeagent solve` with these options (in a terminal, the TUI in the current
+    repository). `codeagent doctor` checks the set-up."""
+    ctx.obj = {"model_name": options["model_name"], "api_base": options["api_base"]}  # `codeagent --model X solve`
+    given = [name for name in options if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
     if ctx.invoked_subcommand is None:
-        if sys.stdin.isatty() and sys.stdout.isatty():
-            ctx.invoke(solve, model_name=model_name, api_base=api_base)
+        if given or (sys.stdin.isatty() and sys.stdout.isatty()):
+            ctx.invoke(solve, **options)
         else:
             click.echo(ctx.get_help())
+        return
+    misplaced = [name for name in given if name not in ("model_name", "api_base")]
+    if misplaced or (given and ctx.invoked_subcommand not in ("solve", "doctor")):
+        flags = ", ".join(_flag_of(name) for name in (misplaced or given))
+        raise click.UsageError(f"{flags}: solve's options go after `codeagent solve`, or with `codeagent` alone "
+                               f"(not before `{ctx.invoked_subcommand}`)")
 
 
 # -- solve -----------------------------------------------------------------------------------------
@@ -156,6 +162,19 @@ def solve(ctx, repo, issue_text, issue_file, example, commit, model_name, api_ba
                 raise click.UsageError("give --issue, --issue-file or --example (the TUI is not installed)")
         _solve_headless(repo, issue_text, issue_file, example, commit, config_file, overrides, session, as_json,
                         apply_patch, trust, images, json_deltas)
+
+
+def _take_solve_options() -> None:
+    """`codeagent --issue X --headless` is `codeagent solve --issue X --headless`: the group takes
+    every option of solve (the same objects: one definition, one help text)."""
+    cli.params.extend(param for param in solve.params if param.name != "help")
+
+
+def _flag_of(name: str) -> str:
+    return next(param.opts[0] for param in cli.params if param.name == name)
+
+
+_take_solve_options()
 
 
 def _task_from_flags(repo, issue_text, issue_file, example, commit):
@@ -365,6 +384,35 @@ def _mount_groups() -> None:
 
 
 _mount_groups()
+
+
+# -- doctor ----------------------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--model", "model_name", type=str, help="Check this model instead of the configured one.")
+@click.option("--api-base", type=str, help="Its server (an OpenAI-compatible base URL).")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as one JSON object.")
+@click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds to wait for the model's server.")
+@click.pass_context
+def doctor(ctx, model_name, api_base, as_json, timeout) -> None:
+    """Check the set-up: Docker, the base image, the model (key, server), this folder's git state, the
+    disk. Each line says ok, warn or fail and what to do; exit 0 when all are ok, else 1."""
+    from pathlib import Path
+
+    from .config import ConfigError, flag_overrides, load_config
+    from .run import doctor as checks
+
+    given_above = ctx.obj or {}
+    folder = Path.cwd()
+    try:
+        overrides = flag_overrides([], model__name=model_name or given_above.get("model_name"),
+                                   model__api_base=api_base or given_above.get("api_base"))
+        config = load_config(folder, None, overrides)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    found = checks.run_checks(folder, config, timeout=timeout)
+    click.echo(checks.as_json(found) if as_json else checks.report(found))
+    sys.exit(0 if all(check.status == checks.OK for check in found) else 1)
 
 
 # -- sandbox ---------------------------------------------------------------------------------------

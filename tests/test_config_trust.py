@@ -227,8 +227,8 @@ def test_an_untrusted_repo_cannot_leave_the_fix_out_of_the_patch(malicious_clone
     assert f"warning: ignoring {name} from {clone / '.codeagent.yaml'}: only a trusted repository" in proc.stderr
     assert proc.stdout.startswith("diff --git a/shop/cart.py b/shop/cart.py")
     proc = solve("--repo", str(clone), "--issue-file", str(issue), "--model", f"replay:{example_replay('cart')}",
-                 "--trust", env=env)  # the user's choice: the setting applies
-    assert proc.returncode == 0 and "a/shop/cart.py" not in proc.stdout, proc.stderr
+                 "--trust", env=env)  # the user's choice: the setting applies (the fix left out: nothing changed)
+    assert proc.returncode in (0, 6) and "a/shop/cart.py" not in proc.stdout, proc.stderr  # 6: nothing left to submit
 
 
 @pytest.mark.usefixtures("no_leaks")

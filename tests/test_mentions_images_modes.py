@@ -104,14 +104,20 @@ def test_a_non_image_or_huge_file_is_refused(tmp_path):
         store_image(tmp_path / "missing.png", tmp_path)
 
 
-def test_plan_mode_offers_the_read_only_tools_only():
+def test_plan_mode_offers_reading_only():
+    """Plan mode offers the read-only tools, the editor for viewing and bash for read-only commands
+    (their specs' `plan:`), and no submit."""
     tools = ToolRegistry()
-    names = [spec["function"]["name"] for spec in offered_specs(tools, PLAN)]
-    assert names and all(tools.read_only(name) for name in names)
-    assert "bash" not in names and "editor" not in names and "search" in names
+    offered = {spec["function"]["name"]: spec["function"] for spec in offered_specs(tools, PLAN)}
+    assert set(offered) == {"bash", "editor", "search", "navigate"}
+    assert offered["editor"]["parameters"]["properties"]["command"]["enum"] == ["view"]
+    assert "read-only" in offered["bash"]["description"]
     assert len(offered_specs(tools, "normal")) == len(tools.specs())
-    assert "plan mode is on" in refusal(tools, PLAN, "bash") and refusal(tools, PLAN, "search") is None
-    assert refusal(tools, "normal", "bash") is None
+    assert "plan mode is on" in refusal(tools, PLAN, "bash", {"command": "rm -rf ."})
+    assert "plan mode is on" in refusal(tools, PLAN, "submit", {})
+    assert refusal(tools, PLAN, "bash", {"command": "git diff HEAD~1 | head"}) is None
+    assert refusal(tools, PLAN, "search", {}) is None
+    assert refusal(tools, "normal", "bash", {"command": "rm -rf ."}) is None
 
 
 def test_the_conversation_is_told_when_the_mode_changes():

@@ -76,9 +76,9 @@ async def test_plan_mode_offers_read_only_tools_refuses_a_write_and_switching_ba
     # even be opened on such a repository (its archive upload rejects the link), so here the `..` path is
     sneaky = ModelResponse(content="", tool_calls=[ToolCall(id="c1", name="bash", arguments={"command": "rm calc.py"},
                                                             raw_arguments='{"command": "rm calc.py"}')])
-    turns = [sneaky, call("search", command="grep", pattern="def add"), answer("Plan: change `-` to `+` in add()."),
-             fix_add(), call("submit")]
-    app, session, model = make_app(repo, tmp_path, turns)
+    turns = [sneaky, call("bash", command="ls && git status --short"), call("search", command="grep", pattern="def add"),
+             answer("Plan: change `-` to `+` in add()."), fix_add(), call("submit")]
+    app, session, model = make_app(repo, tmp_path, turns, mode="suggest")  # a read-only command is not asked about
     async with app.run_test(size=(120, 30)) as pilot:
         await send(pilot, "/plan")
         await pilot.pause(0.1)
@@ -92,9 +92,11 @@ async def test_plan_mode_offers_read_only_tools_refuses_a_write_and_switching_ba
         assert "[plan mode]" in first[0]["content"] or "[plan mode]" in first[-1]["content"]
         assert '<file path="calc.py">\ndef add(a, b):\n    return a - b\n</file>' in first[1]["content"]
         for offered in model.offered:
-            assert "bash" not in offered and "editor" not in offered and "search" in offered
+            assert "submit" not in offered and "search" in offered and "bash" in offered
         refused = next(m for m in model.calls[1] if m.get("role") == "tool")
-        assert "Not run: plan mode is on" in refused["content"]
+        assert "Not run: plan mode is on" in refused["content"] and "`rm` is not a read-only command" in refused["content"]
+        listed = next(m for m in model.calls[2] if m.get("role") == "tool" and m["tool_call_id"] != "c1")
+        assert "calc.py" in listed["content"] and "Not run" not in listed["content"]
         assert session.sandbox.read_file("calc.py")  # the refused rm did not run
         assert session.patch == ""
 
@@ -102,11 +104,12 @@ async def test_plan_mode_offers_read_only_tools_refuses_a_write_and_switching_ba
         await pilot.pause(0.1)
         assert session.agent.mode == "normal" and "PLAN" not in screen_text(app).splitlines()[-1]
         await send(pilot, "Do it.")
+        await approve(pilot, "y", title="calc.py")  # out of plan mode, suggest asks before an edit again
         await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the change")
-        assert "bash" in model.offered[3] and "editor" in model.offered[3]
-        told = [m["content"] for m in model.calls[3] if m.get("role") == "user"]
+        assert "submit" in model.offered[4] and "editor" in model.offered[4]
+        told = [m["content"] for m in model.calls[4] if m.get("role") == "user"]
         assert told[-2].startswith("[normal mode]") and told[-1] == "Do it."
-        assert model.calls[3][:len(model.calls[2])] == model.calls[2]  # continued, not restarted
+        assert model.calls[4][:len(model.calls[3])] == model.calls[3]  # continued, not restarted
         assert "+    return a + b" in app.diff.patch
         await quit_app(pilot, session)
 
@@ -204,7 +207,7 @@ def test_headless_plan_mode_ends_with_the_answer(make_repo, tmp_path, monkeypatc
     assert result.exit_code == 0, result.output
     finished = [json.loads(line) for line in result.output.splitlines() if '"finished"' in line][-1]
     assert finished["exit_status"] == "answered"
-    assert all("bash" not in offered for offered in model.offered)
+    assert all("submit" not in offered and "bash" in offered for offered in model.offered)
 
 
 @sync

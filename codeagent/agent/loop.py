@@ -334,15 +334,16 @@ class Agent:
 
         if self._interrupted.is_set():
             return ToolResult("Not run: the user interrupted the run.", error=True)
-        if refused := refusal(self.tools, self.mode, call.name):
+        if refused := refusal(self.tools, self.mode, call.name, call.arguments):
             return ToolResult(refused, error=True)
+        vouched = self.mode == PLAN  # its plan check found the call read-only: no approval to ask
         hook = self._hooks.pre_tool_use(call.name, call.arguments, call.id)  # hooks.py: allow | deny | ask
         if hook.block:
             return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True)
         if hook.decision == "ask" and self.approver is None:
             return ToolResult("Not run: a PreToolUse hook wants the user to approve this call, and no one is "
                               f"there to approve it. {hook.reason}".rstrip(), error=True)
-        if self.approver is not None and hook.decision != "allow":
+        if self.approver is not None and hook.decision != "allow" and (not vouched or hook.decision == "ask"):
             approval = self.approver(call, force=True) if hook.decision == "ask" else self.approver(call)
             if not approval.allowed:
                 reason = f" Their reason: {approval.reason}" if approval.reason else ""

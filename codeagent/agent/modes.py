@@ -1,6 +1,8 @@
-"""The agent's work mode: `normal` (every tool) or `plan` (ask/plan: read-only tools only).
+"""The agent's work mode: `normal` (every tool) or `plan` (ask/plan: reading only).
 
-Which tools plan mode offers is data: a tool whose spec says `read_only: true`. The conversation
+Which tools plan mode offers is data in tools/*.yaml: a tool whose spec says `read_only: true`
+(unless `plan: false`, as submit's), and a tool that can write whose `plan:` names a check that
+lets only its reading calls through (the editor's `view`, read-only shell commands). The conversation
 is told about the mode where it changes (a message from prompts/mode.j2), so a switch keeps the
 same conversation going and the model knows what it may do now.
 """
@@ -26,17 +28,18 @@ def check_mode(mode: str) -> str:
 
 def offered_specs(tools: ToolRegistry, mode: str) -> list[dict]:
     """The tool specs the model is given in this mode."""
+    return tools.specs(plan=mode == PLAN)
+
+
+def refusal(tools: ToolRegistry, mode: str, name: str, arguments: dict | None = None) -> str | None:
+    """Why a call is not run in this mode (a tool or a call plan mode does not offer), or None."""
     if mode != PLAN:
-        return tools.specs()
-    return [spec for spec in tools.specs() if tools.read_only(_name(spec))]
-
-
-def refusal(tools: ToolRegistry, mode: str, name: str) -> str | None:
-    """Why a call is not run in this mode (the model asked for a tool it was not offered), or None."""
-    if mode == PLAN and not tools.read_only(name):
-        return (f"Not run: plan mode is on, so only read-only tools are offered and `{name}` changes files or runs "
-                "commands. Explain or plan in plain text instead; the user switches plan mode off to let you act.")
-    return None
+        return None
+    why = tools.plan_refusal(name, arguments or {})
+    if why is None:
+        return None
+    return (f"Not run: plan mode is on, so nothing may be changed: {why} Read, search and explain or plan in "
+            "plain text instead; the user switches plan mode off to let you act.")
 
 
 def told_mode(messages: list[dict]) -> str:
@@ -55,7 +58,3 @@ def switch_messages(messages: list[dict], mode: str, prompts_dir: str | None) ->
         return []
     return [{"role": "user", "content": render("mode", prompts_dir, plan=mode == PLAN)}]
 
-
-def _name(spec: dict) -> str:
-    function = spec.get("function", spec)
-    return str(function.get("name", ""))

@@ -11,7 +11,12 @@ from .. import patches as patch_bytes
 from ..task import Task
 from ..visible import visible
 from .executors import Executor, LocalExecutor
+from .phases import PHASE_FILE, clear_phase, set_phase
 from .runner import BatchDir, check_distinct_folders, is_error, process_instance, write_json_atomic
+
+# Said where a repository given by URL cannot be cloned: the usual cause is a machine offline.
+OFFLINE_HINT = ("the repository could not be cloned (offline, or no access?): pass --repos DIR, where DIR/owner/name "
+                "is a git clone or mirror of each repository")
 
 Progress = Callable[[dict], None]
 
@@ -24,6 +29,7 @@ def grade_task(task: Task, patch: str, instance_dir: Path) -> dict:
     from ..harness.grading import Outcome, not_run
     from ..harness.prebuilt import is_prebuilt
     from ..harness.specs import spec_for
+    from ..sandbox.errors import CloneFailed
 
     if is_prebuilt(task):  # pulled, not built (--images official, SWE-Gym/SWE-smith/R2E-Gym tasks)
         from ..harness.prebuilt_eval import grade_prebuilt
@@ -34,13 +40,16 @@ def grade_task(task: Task, patch: str, instance_dir: Path) -> dict:
     facts = {"python_requested": spec.python_requested, "python_used": spec.python_used,
              "python_fallback": spec.fallback, "log_parser": spec.log_parser}
     try:
-        images = task_images(task, spec, log_dir=instance_dir)
+        images = task_images(task, spec, log_dir=instance_dir, phase=lambda text: set_phase(instance_dir, text))
     except Exception as exc:
-        graded = not_run(Outcome.HARNESS_ERROR, task.FAIL_TO_PASS, task.PASS_TO_PASS,
-                         reason=f"the environment could not be built: {exc}")
+        unavailable = isinstance(exc, CloneFailed)  # not the environment's defect: its repository is not here
+        reason = f"{OFFLINE_HINT}. {exc}" if unavailable else f"the environment could not be built: {exc}"
+        graded = not_run(Outcome.HARNESS_ERROR, task.FAIL_TO_PASS, task.PASS_TO_PASS, reason=reason)
         report = {"instance_id": task.instance_id, **graded.model_dump(mode="json"), "outcome": "harness_error",
-                  "tests_status": graded.to_swebench(), **facts}
+                  "tests_status": graded.to_swebench(), **facts, **({"repository_unavailable": True} if unavailable
+                                                                    else {})}
     else:
+        set_phase(instance_dir, "testing")
         report = evaluate_patch(task, patch, image=images.instance, test_command=test_command(task, spec),
                                 log_parser=spec.log_parser, timeout=spec.test_timeout, output_dir=instance_dir,
                                 services=spec.services, progress=lambda line: _say(task.instance_id, line),
@@ -49,6 +58,10 @@ def grade_task(task: Task, patch: str, instance_dir: Path) -> dict:
                                        "layers_built": images.built, "image_seconds": round(images.seconds, 2)})
     report["total_seconds"] = round(time.monotonic() - started, 2)
     return report
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _say(instance_id: str, line: str) -> None:
@@ -95,7 +108,7 @@ def collect_files(root: Path) -> dict[str, bytes]:
     """The regular files under `root` by relative path (symbolic links are skipped)."""
     files = {}
     for path in sorted(root.rglob("*")):
-        if path.is_symlink() or not path.is_file():
+        if path.is_symlink() or not path.is_file() or path.name == PHASE_FILE:
             continue
         with open(path, "rb") as handle:
             size = handle.seek(0, 2)
@@ -146,11 +159,14 @@ def grade_batch(tasks: list[Task], patches: dict[str, str], output: str | Path, 
 
 
 def _drive(batch: BatchDir, executor: Executor, fn, jobs: list, progress: Progress | None) -> None:
+    for job in jobs:  # what a killed run's workers left
+        clear_phase(batch.instance(job[0]["instance_id"]).root)
     for job, report, error in executor.map_unordered(fn, jobs):
         if error is not None:  # the worker itself broke: record it (it is counted), go on with the others
             report = batch.record_error(job[0].get("instance_id"), f"{type(error).__name__}: {error}")
         if progress:
             progress(report)
+        clear_phase(batch.instance(job[0]["instance_id"]).root)
 
 
 def _drive_shipped(batch: BatchDir, executor: Executor, fn, jobs: list, progress: Progress | None,
@@ -216,7 +232,7 @@ def summarize(reports: list[dict], extra: dict[str, Any] | None = None) -> dict[
     per_repo: dict[str, dict[str, int]] = {}
     outcomes: dict[str, int] = {}
     for report in reports:
-        repo = report["instance_id"].rsplit("-", 1)[0]
+        repo = report["instance_id"].rsplit("-", 1)[0].replace("__", "/", 1)  # SWE-bench's owner__name: owner/name
         row = per_repo.setdefault(repo, {"total": 0, "resolved": 0, "errors": 0})
         row["total"] += 1
         row["resolved"] += bool(report.get("resolved"))
@@ -251,9 +267,14 @@ def solve_task(task: Task, config_data: dict, instance_dir: Path) -> dict:
     from ..run.solve import solve
     from ..sandbox import Limits
     from ..sandbox.docker import DockerSandbox
+    from ..sandbox.errors import CloneFailed
 
     config = Config.model_validate(config_data)
-    image, snap = _agent_image(task, instance_dir)
+    try:
+        image, snap = _agent_image(task, instance_dir)
+    except CloneFailed as exc:
+        raise CloneFailed(f"{OFFLINE_HINT}. {_first_line(exc)}") from None
+    set_phase(instance_dir, "running the agent")
     limits = Limits.from_settings(config.sandbox)
     model = model_from_settings(config.model)
     agent_task = task.model_copy(update={"test_patch": None, "gold_patch": None, "FAIL_TO_PASS": []})  # never seen
@@ -282,7 +303,8 @@ def _agent_image(task: Task, instance_dir: Path):
     if is_prebuilt(task):
         image = prepare(task, instance_dir).agent
         return image, image_snapshot(image)
-    return task_images(task, spec_for(task), log_dir=instance_dir).instance, snapshot(task.repo, task.base_commit)
+    images = task_images(task, spec_for(task), log_dir=instance_dir, phase=lambda text: set_phase(instance_dir, text))
+    return images.instance, snapshot(task.repo, task.base_commit)
 
 
 def _grade_candidates(task: Task, prediction: dict, instance_dir: Path, config_data: dict) -> dict:

@@ -111,7 +111,7 @@ def grade(dataset, instances, regex, repo_filter, slice_, repos, workers, output
                        f"again (old files kept as *.previous.json): {_ids(changed)}", err=True)
         executor = _prebuilt(tasks, _executor(workers, executor_kind, ray_address), prebuild)
         reports = _with_progress(len(tasks), lambda progress: grade_batch(
-            tasks, patches, out, model_name=name, executor=executor, progress=progress))
+            tasks, patches, out, model_name=name, executor=executor, progress=progress), out)
     defects = _environment_defects(reports, gold=gold, empty=empty)
     _finish(reports, out, {"dataset": dataset, "model": name, **({"environment_defects": defects} if defects else {})},
             defects=defects)
@@ -145,7 +145,7 @@ def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, 
         out = Path(output or f"codeagent-eval/{_slug(dataset)}-{_slug(config.model.name)}")
         executor = _prebuilt(tasks, _executor(workers, executor_kind, ray_address), prebuild)
         reports = _with_progress(len(tasks), lambda progress: run_batch(
-            tasks, config.model_dump(mode="json"), out, executor=executor, progress=progress))
+            tasks, config.model_dump(mode="json"), out, executor=executor, progress=progress), out)
     costs = [r.get("cost") or 0.0 for r in reports]
     statuses: dict[str, int] = {}
     for report in reports:
@@ -248,6 +248,8 @@ def _environment_defects(reports: list[dict], *, gold: bool, empty: bool) -> dic
         outcome = report.get("outcome", "?")
         reason = (report.get("reason") or "").strip().splitlines()
         detail = f"{outcome}" + (f": {reason[0]}" if reason else "")
+        if report.get("repository_unavailable"):  # not judged: an error (its reason says --repos), no defect
+            continue
         if gold and not report.get("resolved"):
             defects[report["instance_id"]] = f"gold does not resolve ({detail})"
         elif empty and report.get("resolved"):
@@ -343,25 +345,90 @@ def _prebuilt(tasks, executor, wanted: bool):
     return executor
 
 
-def _with_progress(total: int, work):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _with_progress(total: int, work, out: Path):
+    """Run `work(advance)` under a progress bar, with a line per running instance saying what it does
+    (cloning, building the environment, running the agent, testing: evals/phases.py) and for how
+    long. Not on a terminal, each phase change is printed as a line instead."""
+    import threading
+
+    from rich.markup import escape
+
+    # the status names the last instance: the dataset's text, shown and never read as markup or escapes
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
     from ..visible import visible
-    from .runner import is_error
+    from .phases import phases_of, running
+    from .runner import BatchDir, is_error
+
+    class BarOnly(ProgressColumn):
+        """A column of the batch's bar, left empty on an instance's row."""
+
+        def __init__(self, column: ProgressColumn):
+            super().__init__()
+            self.column = column
+
+        def render(self, task):
+            return Text("") if task.fields.get("instance") else self.column.render(task)
 
     counts = {"resolved": 0, "errors": 0}
-    # the status names the last instance: the dataset's text, shown and never read as markup or escapes
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[status]}", markup=False), transient=False, console=_console()) as progress:
+    console = _console()
+    with Progress(TextColumn("[bold]{task.description}"), BarOnly(BarColumn()), BarOnly(MofNCompleteColumn()),
+                  BarOnly(TimeElapsedColumn()), TextColumn("{task.fields[status]}", markup=False), transient=False,
+                  console=console) as progress:
         bar = progress.add_task("instances", total=total, status="")
+        rows: dict[str, int] = {}  # instance -> its progress row
+        printed: dict[str, int] = {}  # instance -> how many of its phases were printed (not on a terminal)
+        lock = threading.Lock()  # the watcher thread and the results both update the rows
+        done = threading.Event()
+
+        def show_phases(finished: str | None = None) -> None:
+            with lock:
+                now = {instance_id: (phases[-1], seconds)
+                       for instance_id, (phases, seconds) in running(out / "instances").items()}
+                if not console.is_terminal:
+                    for instance_id in now:
+                        _print_new(instance_id, phases_of(out / "instances" / instance_id))
+                    if finished:  # the phases it went through since the last look
+                        _print_new(finished, phases_of(BatchDir(out).instance(finished).root))
+                for instance_id, (phase, seconds) in now.items():
+                    if instance_id not in rows:
+                        rows[instance_id] = progress.add_task(f"  {escape(visible(instance_id))}", total=None, status="", start=False,
+                                                              instance=True)
+                    progress.update(rows[instance_id], status=f"{phase} · {_minutes(seconds)}")
+                for instance_id in [i for i in rows if i not in now]:
+                    progress.remove_task(rows.pop(instance_id))
+
+        def _print_new(instance_id: str, phases: list[str]) -> None:
+            for phase in phases[printed.get(instance_id, 0):]:
+                console.print(visible(f"[{instance_id}] {phase}"), markup=False, highlight=False)
+            printed[instance_id] = max(printed.get(instance_id, 0), len(phases))
+
+        def watch() -> None:
+            while not done.wait(0.5):
+                show_phases()
 
         def advance(report: dict) -> None:
             counts["resolved"] += bool(report.get("resolved"))
             counts["errors"] += is_error(report)
+            show_phases(finished=report.get("instance_id"))
             progress.update(bar, advance=1, status=visible(f"resolved {counts['resolved']} · errors "
-                                                           f"{counts['errors']} · last {report.get('instance_id')}"))
+                                                   f"{counts['errors']} · last {report.get('instance_id')}"))
 
-        return work(advance)
+        watcher = threading.Thread(target=watch, name="eval-phases", daemon=True)
+        watcher.start()
+        try:
+            return work(advance)
+        finally:
+            done.set()
+            watcher.join()
+            with lock:
+                for row in rows.values():
+                    progress.remove_task(row)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
 
 
 def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str] | None = None) -> None:
@@ -381,7 +448,7 @@ def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str]
     for repo, row in summary["per_repo"].items():
         table.add_row(repo, str(row["resolved"]), str(row["errors"]), str(row["total"]))
     _console().print(table)
-    _console().print(f"outcomes: {summary['outcomes']}")
+    _console().print(_tally(summary), markup=False, highlight=False)
     if summary.get("touches_test_infrastructure"):
         _console().print(visible(f"patches touching test infrastructure (scored 0 as rewards): "
                                  f"{', '.join(summary['touches_test_infrastructure'])}"), markup=False, highlight=False)
@@ -397,7 +464,7 @@ def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str]
         failed = {r["instance_id"]: r.get("reason", "") for r in reports if r["instance_id"] in summary["error_instances"]}
         for instance_id, reason in list(failed.items())[:10]:  # the reason may quote the model's patch
             line = visible(f"error: {instance_id}: {reason.splitlines()[0] if reason else '?'}")
-            _console().print(line, markup=False, highlight=False)
+            _console().print(line, markup=False, highlight=False, soft_wrap=True)
         _console().print(f"{summary['errors']} of {summary['instances']} instance(s) errored (run the same "
                          "command again to retry them)")
     for instance_id, why in (defects or {}).items():
@@ -407,6 +474,16 @@ def _finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str]
                          "their verdicts cannot be trusted until the environment is fixed", markup=False)
     if summary["errors"] or defects:
         sys.exit(1)
+
+
+def _tally(summary: dict) -> str:
+    """`resolved 1 · unresolved 2 · errors 0`, then how the unresolved and errored ones ended."""
+    unresolved = summary["instances"] - summary["resolved"] - summary["errors"]
+    line = f"resolved {summary['resolved']} · unresolved {unresolved} · errors {summary['errors']}"
+    others = {outcome: count for outcome, count in summary["outcomes"].items() if outcome not in ("resolved", "unresolved")}
+    if others:
+        line += " (" + ", ".join(f"{outcome.replace('_', ' ')} {count}" for outcome, count in sorted(others.items())) + ")"
+    return line
 
 
 def _console():

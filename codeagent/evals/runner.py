@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..locks import file_lock
+from .phases import PHASE_FILE
 
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -162,7 +163,7 @@ def process_instance(state: InstanceState, produce: Callable[[], dict] | None, g
         return report
 
 
-RESERVED = {"report.json", "prediction.json", "error.json", ".lock"}
+RESERVED = {"report.json", "prediction.json", "error.json", ".lock", PHASE_FILE}
 
 
 def write_shipped_files(root: Path, files: dict[str, bytes]) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,14 +38,19 @@ class TaskImages:
     seconds: float
 
 
-def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None) -> TaskImages:
-    """Build what is missing of the task's three layers; return their tags."""
+def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None,
+                phase: Callable[[str], None] | None = None) -> TaskImages:
+    """Build what is missing of the task's three layers; return their tags. `phase(text)` is told
+    what is going on (cloning, building the environment), for a progress display."""
     import time
 
+    phase = phase or (lambda text: None)
     started = time.monotonic()
     built = []
     base = base_image(spec.suite)
+    phase("cloning the repository")
     source = snapshot(task.repo, task.base_commit)
+    phase("building the environment")
     env_layer = _env_layer(spec, base, source)
     if build_layer(env_layer, log_dir / "env_build.log" if log_dir else None).built:
         built.append(env_layer.tag)

@@ -21,6 +21,10 @@ class WorkspaceError(SandboxError):
     """The repository could not be turned into a workspace (bad path, unknown commit, disk full)."""
 
 
+class CloneFailed(WorkspaceError):
+    """A repository given by URL could not be cloned (offline, a typo, no access)."""
+
+
 class SandboxDead(SandboxError):
     """The sandbox's container or shell is gone and could not be brought back."""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import tree_cache
-from .errors import WorkspaceError
+from .errors import CloneFailed, WorkspaceError
 from .working_tree import (
     WorkingTree,
     common_objects,
@@ -169,7 +169,7 @@ def _mirror_url(url: str, commit: str | None) -> Path:
             proc = subprocess.run(["git", "clone", "--quiet", "--mirror", url, f"{tmp}/m.git"],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
-                raise WorkspaceError(f"could not clone {url}: {proc.stderr.strip()[-500:]}")
+                raise CloneFailed(f"could not clone {url}: {proc.stderr.strip()[-500:]}")
             os.replace(f"{tmp}/m.git", mirror)
     elif commit and not _has_commit(mirror, commit):
         subprocess.run(["git", "--git-dir", str(mirror), "fetch", "--quiet", "origin"], capture_output=True)

@@ -78,8 +78,27 @@ class Tool:
     parameters: dict[str, Any]
     function: ToolFunction
     read_only: bool = False  # `read_only: true` in its spec: it changes no file
+    plan: PlanUse | bool | None = None  # its spec's `plan:` (below); None: offered in plan mode when read_only
 
-    def spec(self) -> dict[str, Any]:
-        """The OpenAI function-tool form sent to the model."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+    def spec(self, plan: bool = False) -> dict[str, Any]:
+        """The OpenAI function-tool form sent to the model (in plan mode, with `plan`)."""
+        use = self.plan if plan and isinstance(self.plan, PlanUse) else None
+        return {"type": "function", "function": {
+            "name": self.name, "description": use.description if use else self.description,
+            "parameters": use.parameters if use and use.parameters else self.parameters}}
+
+    @property
+    def in_plan(self) -> bool:
+        """Offered in plan mode: a read-only tool unless its spec says `plan: false`, or a tool that
+        can write whose spec gives a `plan:` check for its calls."""
+        return bool(self.plan) if self.plan is not None else self.read_only
+
+
+@dataclass
+class PlanUse:
+    """How plan mode offers a tool that can write: with this description (and parameters), and only
+    the calls `check` finds read-only; it returns why a call is refused, or None."""
+
+    description: str
+    check: Callable[[dict[str, Any]], str | None]
+    parameters: dict[str, Any] | None = None

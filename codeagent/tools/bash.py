@@ -26,3 +26,10 @@ def run_bash(context: ToolContext, command: str, timeout: float | None = None) -
         exit_code=result.exit_code, timed_out=result.timed_out, seconds=result.seconds,
         error=result.timed_out,
     )
+
+
+def plan_check(arguments: dict) -> str | None:
+    """Plan mode runs a command only when every part of it reads (read_only_commands.py)."""
+    from .read_only_commands import refusal
+
+    return refusal(str(arguments.get("command", "")))

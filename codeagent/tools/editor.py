@@ -192,3 +192,11 @@ def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def plan_check(arguments: dict) -> str | None:
+    """Plan mode lets the editor view, never write."""
+    command = arguments.get("command")
+    if command == "view":
+        return None
+    return f"the editor only views files in plan mode (`{command}` writes)."

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..assets import asset_dir
-from .base import Tool, ToolContext, ToolError, ToolResult
+from .base import PlanUse, Tool, ToolContext, ToolError, ToolResult
 
 
 class ToolSpecError(ValueError):
@@ -26,11 +26,27 @@ def load_tool(path: Path) -> Tool:
         data = yaml.safe_load(path.read_text())
         module_name, _, function_name = data["implementation"].partition(":")
         function = getattr(importlib.import_module(module_name), function_name)
+        read_only = _flag(data.get("read_only", False), "read_only")
         return Tool(name=data["name"], description=data["description"].strip(),
                     parameters=data.get("parameters") or {"type": "object", "properties": {}},
-                    function=function, read_only=_flag(data.get("read_only", False), "read_only"))
+                    function=function, read_only=read_only, plan=_plan(data.get("plan"), read_only))
     except (KeyError, TypeError, ValueError, ImportError, AttributeError, yaml.YAMLError) as exc:
         raise ToolSpecError(f"bad tool spec {path}: {exc!r}") from exc
+
+
+def _plan(value, read_only: bool) -> PlanUse | bool | None:
+    """A spec's `plan:`: absent (plan mode offers the tool when it is read-only), false (never), or,
+    for a tool that can write, {check: module:function, description, parameters?}."""
+    if value is None or value is False:
+        return value
+    if value is True and read_only:
+        return True
+    if not isinstance(value, dict) or "check" not in value or "description" not in value:
+        raise ValueError("plan must be false, or {check: module:function, description: ...} for a tool that "
+                         "can write")
+    module_name, _, function_name = value["check"].partition(":")
+    return PlanUse(description=str(value["description"]).strip(), parameters=value.get("parameters"),
+                   check=getattr(importlib.import_module(module_name), function_name))
 
 
 def _flag(value, key: str) -> bool:
@@ -69,8 +85,9 @@ class ToolRegistry:
     def remove(self, name: str) -> None:
         self.tools.pop(name, None)
 
-    def specs(self) -> list[dict]:
-        return [tool.spec() for tool in self.tools.values()]
+    def specs(self, plan: bool = False) -> list[dict]:
+        """Every tool's spec; with `plan`, those plan mode offers, as it offers them."""
+        return [tool.spec(plan) for tool in self.tools.values() if not plan or tool.in_plan]
 
     def names(self) -> list[str]:
         return list(self.tools)
@@ -79,6 +96,13 @@ class ToolRegistry:
         """True for a tool whose spec says `read_only: true`; an unknown name is not."""
         tool = self.tools.get(name)
         return bool(tool and tool.read_only)
+
+    def plan_refusal(self, name: str, arguments: dict) -> str | None:
+        """Why plan mode does not run this call, or None (a tool plan mode offers, a call its check passes)."""
+        tool = self.tools.get(name)
+        if tool is None or not tool.in_plan:
+            return f"`{name}` is not offered in plan mode."
+        return tool.plan.check(arguments) if isinstance(tool.plan, PlanUse) else None
 
     def call(self, name: str, arguments: dict, context: ToolContext) -> ToolResult:
         """Run one call. Bad calls come back as error results, never as exceptions."""

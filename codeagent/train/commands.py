@@ -54,20 +54,51 @@ def train_group() -> None:
     """
 
 
+_dry_run = click.option("--dry-run", is_flag=True, help="Print what would be trained (recipe, model, data counts, "
+                        "output) and exit; load and train nothing.")
+
+
+def _dry_run_plan(method: str, config: str, overrides: tuple[str, ...]) -> None:
+    """Exit 0 when the run could start, 3 with the reasons when it could not."""
+    from . import TrainError
+    from .dry_run import plan
+    from .recipe import load_recipe
+
+    try:
+        lines, problems = plan(load_recipe(config, overrides, method=method))
+    except TrainError as error:
+        _fail(str(error))
+        return
+    click.echo("\n".join(lines))
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    if problems:
+        sys.exit(EXIT_USER_ERROR)
+    click.echo("dry run: nothing trained; drop --dry-run to train", err=True)
+
+
 @train_group.command("sft")
 @_recipe
+@_dry_run
 @_overrides
-def sft_command(config: str, overrides: tuple[str, ...]) -> None:
+def sft_command(config: str, dry_run: bool, overrides: tuple[str, ...]) -> None:
     """Supervised fine-tuning on resolved trajectories (assistant tokens only)."""
-    _run("sft", config, overrides)
+    if dry_run:
+        _dry_run_plan("sft", config, overrides)
+    else:
+        _run("sft", config, overrides)
 
 
 @train_group.command("dpo")
 @_recipe
+@_dry_run
 @_overrides
-def dpo_command(config: str, overrides: tuple[str, ...]) -> None:
+def dpo_command(config: str, dry_run: bool, overrides: tuple[str, ...]) -> None:
     """DPO on resolved vs unresolved trajectories of the same task."""
-    _run("dpo", config, overrides)
+    if dry_run:
+        _dry_run_plan("dpo", config, overrides)
+    else:
+        _run("dpo", config, overrides)
 
 
 @train_group.command("grpo")
@@ -92,12 +123,16 @@ def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens
         _run("grpo", config, overrides)
         return
     from . import TrainError
+    from .dry_run import missing_model
     from .memory import check_fits, estimate, layout_from_accelerate, report
     from .recipe import load_recipe
 
     try:
+        recipe = load_recipe(config, overrides, method="grpo")
+        if (missing := missing_model(recipe)) and recipe.model.build:  # nothing to estimate from: say how to make it
+            raise TrainError(missing)
         layout = layout_from_accelerate(accelerate_config) if accelerate_config else None
-        values = estimate(load_recipe(config, overrides, method="grpo"), device_gib=device_memory,
+        values = estimate(recipe, device_gib=device_memory,
                           prompt_tokens=prompt_tokens, devices=devices, sharded=sharded, layout=layout)
         click.echo(report(values))
         check_fits(values)

@@ -55,6 +55,7 @@ class _Strict(BaseModel):
 
 class ModelSection(_Strict):
     base: str  # hub id or local directory
+    build: str | None = None  # the command that makes `base` when it is missing ({base}: its path), e.g. train tiny
     adapter: str | None = None  # continue training this PEFT adapter (e.g. GRPO after SFT)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     trust_remote_code: bool = False

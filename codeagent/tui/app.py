@@ -130,6 +130,10 @@ class CodeagentApp(App[int]):
             self.candidates.add_class("-shown")
         self._refresh_status()
         self.prompt.focus()
+        problem = None if self._start_resume or self._start_task else session.repo_problem()
+        if problem:  # said now, not after the issue is typed
+            self.transcript.add_notice(f"{problem}.\nFix that (or quit and start codeagent in another folder), "
+                                       "then describe the issue.", "error")
         if self._start_resume is not None:
             self._command_resume(self._start_resume, self._start_follow_up)
         elif self._start_task is not None:

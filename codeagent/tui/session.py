@@ -26,7 +26,8 @@ from ..events import Event, EventBus, PatchChanged, RunStarted
 from ..models import Model, ToolCall
 from ..models.tokens import estimate_tokens
 from ..run.solve import start_from_working_tree
-from ..sandbox import SandboxError, snapshot
+from ..sandbox import SandboxError, WorkspaceError, snapshot
+from ..sandbox.workspace import URL_PATTERN
 from ..status import LIMITS, ExitStatus
 from ..task import Task
 from ..trajectory.sessions import SessionHeader, find_session, recent_sessions
@@ -226,6 +227,18 @@ class Session:
         """Forget the current task and close its sandbox; the next message starts a new task."""
         return self._try_launch("/clear", self._clear)
 
+    def repo_problem(self) -> str | None:
+        """Why the session's folder cannot be worked on (not a git repository, no commit...), found
+        before the user types the issue; None when it can, or when it is not a local folder (a URL
+        is cloned when the task starts)."""
+        if URL_PATTERN.match(self.repo):
+            return None
+        try:
+            snapshot(self.repo, self.commit)
+        except WorkspaceError as exc:
+            return str(exc)
+        return None
+
     def set_mode(self, mode: str) -> None:
         self.policy.mode = check_mode(mode)
         self.emit(SessionChanged())
@@ -288,6 +301,9 @@ class Session:
                 session_turn.run_agent(self)
                 if not self.ran_agent:  # it could not run (no model...): it said why
                     break
+        except WorkspaceError as exc:  # the repository, not Docker
+            self.slot.set_state("failed")
+            self.notice(f"{exc}\nFix that, then send a message to try again.", "error")
         except SandboxError as exc:
             self.slot.set_state("failed")
             self.notice(f"The sandbox failed: {exc}\nFix that, then send a message to try again "
