@@ -277,6 +277,7 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
         start_from_working_tree,
     )
     from .run.solve import solve as run_solve
+    from .run.telemetry import subscribe_telemetry
     from .sandbox import snapshot
     from .status import ExitStatus
     from .task import Task
@@ -310,6 +311,7 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
         writer = WriteThrough(task.repo, base, lambda text: click.echo(text, err=True),
                               maybe_applied=resumed.patch if resumed is not None else None)
         events.subscribe(writer)
+    subscribe_telemetry(events)  # CODEAGENT_ENABLE_TELEMETRY=1 (run/telemetry.py)
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
     try:

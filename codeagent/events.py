@@ -30,6 +30,7 @@ class RunStarted(Event):
     sandbox: str = ""
     replay: bool = False
     candidate_index: int | None = None  # one of several candidates (test-time scaling)
+    provider: str = ""  # where the model's calls go (openai, anthropic, hosted_vllm...), "" when not known
 
 
 @dataclass
@@ -48,6 +49,9 @@ class ModelOutput(Event):
     cost: float | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    started: float = 0.0  # time.time() when the model was asked (`time`: when its reply was complete)
+    response_model: str = ""  # the model that answered, as its server named it ("" when not told)
+    finish_reason: str = ""
 
 
 @dataclass
@@ -110,7 +114,8 @@ class Observed(Event):
     timed_out: bool = False
     seconds: float = 0.0
     interrupted: bool = False  # the user interrupted the call: its exit code says nothing
-    denied: bool = False  # the user did not allow the call: it did not run
+    approval: str = ""  # "accept" or "reject" when someone decided whether it ran; "" when nobody had to
+    approval_source: str = ""  # who: "user", "config" (the approval mode, a rule), "hook" or "mode" (plan mode)
 
 
 @dataclass

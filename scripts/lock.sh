@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lock=requirements/lock.txt
-extras=$(sed -n '/^\[project.optional-dependencies\]/,/^\[/s/^\([A-Za-z0-9_-]*\) *=.*/\1/p' pyproject.toml | paste -sd, -)
+extras=$(sed -n '/^\[project.optional-dependencies\]/,/^\[/s/^\([A-Za-z0-9_-]*\) *=.*/\1/p' pyproject.toml | grep -vx -e vllm -e vllm-cpu | paste -sd, -)  # vLLM: not locked (pyproject.toml)
 work=$(mktemp -d "${TMPDIR:-/tmp}/codeagent-lock.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 bash scripts/venv.sh "$work/venv" "$extras" latest

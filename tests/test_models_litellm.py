@@ -361,3 +361,16 @@ def test_the_timeouts_come_from_the_model_settings():
     assert (model.timeout, model.total_timeout, model.retries) == (7, 30, 2)
     with pytest.raises(ModelConfigError, match="model.timeout must be"):
         make_model("openai/x", **model_options(Config(model={"timeout": 0}).model))
+
+
+def test_a_server_that_does_not_give_token_ids_is_said_once_to_make_a_run_not_token_exact(server, caplog):
+    """openai/... at a server that is neither codeagent serve nor vLLM: streamed, no ids asked for, and the
+    run is told once (not per call) that it will not be token-exact."""
+    model = model_for(server)
+    for _ in range(2):
+        server.replies.append((200, completion({"content": "Done."})))
+        with caplog.at_level("WARNING", logger="codeagent.models.litellm_model"):
+            model.complete(MESSAGES, TOOLS, Sampling(max_tokens=8))
+    assert all("return_token_ids" not in str(request["body"]) for request in server.requests)
+    said = [record for record in caplog.records if "not be token-exact" in record.getMessage()]
+    assert len(said) == 1 and server.base.split("//")[1].split("/")[0] in said[0].getMessage()

@@ -116,3 +116,15 @@ def test_a_served_run_through_litellm_is_token_exact_with_the_tool_schemas_uncha
     sequence = chain_steps(steps)
     assert sequence.prompt_ids == first.prompt_token_ids
     assert sum(sequence.mask) == len(first.token_ids) + len(second.token_ids)
+
+
+def test_a_served_run_named_openai_records_the_token_ids_too(served, local):
+    """What most users type for an OpenAI-compatible server: the server's model list says it gives ids."""
+    from codeagent.models import Sampling
+    from codeagent.models.litellm_model import LiteLLMModel
+
+    client = LiteLLMModel("openai/tiny", api_base=served.url, retries=0)
+    messages = conversation(2)
+    reply = client.complete(messages, copy.deepcopy(TOOLS), Sampling(max_tokens=5))
+    assert reply.prompt_token_ids == local.prompt_ids(messages, TOOLS)
+    assert reply.token_ids and len(reply.token_ids) == len(reply.logprobs) == reply.usage.completion_tokens

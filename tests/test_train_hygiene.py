@@ -359,3 +359,50 @@ def test_the_8gpu_recipe_fits_under_zero3_and_is_refused_under_ddp_naming_shardi
                           text=True, timeout=120)
     assert many.returncode == 3 and "generation is the peak" in many.stderr
     assert "kv cache" in many.stderr and "lower rollout.workers" in many.stderr
+
+
+# -- the process group's timeout ----------------------------------------------------------------------
+
+def test_the_process_group_waits_longer_than_a_rollout_batch_and_the_recipe_sets_how_long(tmp_path):
+    """torch's default (30 min) is shorter than one rollout batch (agent runs up to 30 min, then grading):
+    ranks waiting at a collective would be killed. The recipe's distributed.timeout_seconds (4 h by
+    default) is TRL's ddp_timeout, which transformers gives the process group."""
+    from codeagent.train.modeling import trl_args
+    from codeagent.train.recipe import load_recipe
+
+    base = ["model.base=x", f"output_dir={tmp_path}"]
+    assert trl_args(load_recipe("grpo-tiny", base)).ddp_timeout == 4 * 3600
+    assert trl_args(load_recipe("grpo-tiny", [*base, "distributed.timeout_seconds=36000"])).ddp_timeout == 36000
+    with pytest.raises(TrainError, match=r"set `distributed.timeout_seconds` in the recipe, not trainer.ddp_timeout"):
+        load_recipe("grpo-tiny", [*base, "trainer.ddp_timeout=60"])
+    with pytest.raises(TrainError, match="timeout_seconds"):
+        load_recipe("grpo-tiny", [*base, "distributed.timeout_seconds=0"])
+
+
+def test_a_group_split_over_ranks_is_judged_on_all_its_rewards(monkeypatch):
+    """4 generations per task, 2 per rank (TRL hands each rank a contiguous slice of a a a a b b b b):
+    each rank holds half of each group. Task a: rank 0's half scored 1, 1 and rank 1's 0, 0: each half
+    looks uniform alone, the group is not, and neither rank drops it. Task b: 0 everywhere, dropped on
+    both. The ranks' rewards come from accelerate's gather_object (stood in with what two ranks give)."""
+    from types import SimpleNamespace
+
+    import accelerate.utils
+
+    from codeagent.train.rollouts import Rollout
+    from codeagent.train.sequences import TokenSequence
+
+    def scored(name, value):
+        return Rollout(name, sequence=TokenSequence([5], [7, 8], [1, 1], [-0.1, -0.1]),
+                       rewards={"resolved": value, "total": value})
+
+    ranks = {task: [[scored(task, first)] * 2, [scored(task, second)] * 2]
+             for task, first, second in (("a", 1.0, 0.0), ("b", 0.0, 0.0))}
+    rollouts = _rollouts("trainer.num_generations=4", "rollout.drop_uniform_groups=true")
+    for task, expected in (("a", [[1, 1]] * 2), ("b", [[0, 0]] * 2)):
+        parts = ranks[task]
+        monkeypatch.setattr(accelerate.utils, "gather_object",
+                            lambda local, parts=parts: [[(r.instance_id, r.rewards["total"]) for r in p] for p in parts])
+        for index, local in enumerate(parts):
+            trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=2, process_index=index))
+            uniform = set(rollouts.uniform_group_members(local, trainer))
+            assert rollouts.to_trl(local, uniform=uniform)["env_mask"] == expected, (task, index)

@@ -49,6 +49,7 @@ class Stop(Exception):
 class Approval:
     allowed: bool
     reason: str = ""  # for a denial: goes back to the model
+    source: str = "user"  # "config": the approval mode or a remembered rule allowed it without asking
 
 
 # Asked before each tool call runs (the TUI's approval modes); None means every call is allowed.
@@ -150,8 +151,9 @@ class Agent:
         run_id = writer.id
         self._hooks = Hooks(config.hooks, session_id=run_id, transcript_path=str(writer.path), warn=self.warn)
         emit = lambda event: self.events.emit(_stamped(event, run_id))  # noqa: E731
+        provider = getattr(self.model, "provider", "")
         emit(RunStarted(task_id=task.instance_id, model=self.model.name, sandbox=sandbox.kind, replay=replay,
-                        candidate_index=candidate_index))
+                        provider=provider if isinstance(provider, str) else "", candidate_index=candidate_index))
         context = ToolContext(sandbox=sandbox, issue=task.problem_statement, settings=ToolSettings(
             command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude(),
@@ -250,7 +252,7 @@ class Agent:
         state.steps += 1
         emit(StepStarted(step=index))
         step_started = _now()
-        model_started = time.monotonic()
+        model_started, asked_at = time.monotonic(), time.time()
         with model_progress(emit, index):
             response = self._complete(messages, sampling)
         model_seconds = time.monotonic() - model_started
@@ -260,7 +262,8 @@ class Agent:
         emit(ModelOutput(step=index, text=response.content,
                          tool_calls=[call.model_dump() for call in response.tool_calls],
                          format_error=error, cost=response.usage.cost,
-                         prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens))
+                         prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
+                         started=asked_at, response_model=_answered_by(response), finish_reason=response.finish_reason or ""))
         new_messages = [response.to_message()]
         tool_stats, tool_seconds, submitted = [], 0.0, False
         if error:
@@ -280,8 +283,9 @@ class Agent:
                     continue
                 state.tool_calls += 1
                 emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
+                approval = ("", "")
                 try:
-                    result = self._call_tool(call, context)
+                    result, approval = self._call_tool(call, context)
                 except KeyboardInterrupt:  # Ctrl-C in a headless run: the step is kept, then the run ends
                     from ..tools.base import ToolResult
 
@@ -298,7 +302,8 @@ class Agent:
                                    "output_chars": len(result.output)})
                 emit(Observed(step=index, call_id=call.id, tool=call.name, output=result.output,
                               exit_code=result.exit_code, error=result.error, timed_out=result.timed_out,
-                              seconds=result.seconds, interrupted=interrupted, denied=result.denied))
+                              seconds=result.seconds, interrupted=interrupted, approval=approval[0],
+                              approval_source=approval[1]))
         messages.extend(new_messages)
         writer.append_step({
             "index": index, "started": step_started, "ended": _now(), "model_seconds": round(model_seconds, 4),
@@ -330,26 +335,30 @@ class Agent:
         return None
 
     def _call_tool(self, call: ToolCall, context: ToolContext):
+        """The call's result, and whether it was allowed to run and by whom: ("accept" or "reject", "user",
+        "config", "hook" or "mode"), or ("", "") when no one had to decide."""
         from ..tools.base import ToolResult
 
         if self._interrupted.is_set():
-            return ToolResult("Not run: the user interrupted the run.", error=True)
+            return ToolResult("Not run: the user interrupted the run.", error=True), ("", "")
         if refused := refusal(self.tools, self.mode, call.name, call.arguments):
-            return ToolResult(refused, error=True)
+            return ToolResult(refused, error=True), ("reject", "mode")
         vouched = self.mode == PLAN  # its plan check found the call read-only: no approval to ask
         hook = self._hooks.pre_tool_use(call.name, call.arguments, call.id)  # hooks.py: allow | deny | ask
         if hook.block:
-            return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True)
+            return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True), ("reject", "hook")
         if hook.decision == "ask" and self.approver is None:
             return ToolResult("Not run: a PreToolUse hook wants the user to approve this call, and no one is "
-                              f"there to approve it. {hook.reason}".rstrip(), error=True)
+                              f"there to approve it. {hook.reason}".rstrip(), error=True), ("reject", "hook")
+        approval = ("accept", "hook") if hook.decision == "allow" else ("", "")
         if self.approver is not None and hook.decision != "allow" and (not vouched or hook.decision == "ask"):
-            approval = self.approver(call, force=True) if hook.decision == "ask" else self.approver(call)
-            if not approval.allowed:
-                reason = f" Their reason: {approval.reason}" if approval.reason else ""
-                return ToolResult(f"The user did not allow this call.{reason}", error=True, denied=True)
+            decided = self.approver(call, force=True) if hook.decision == "ask" else self.approver(call)
+            if not decided.allowed:
+                reason = f" Their reason: {decided.reason}" if decided.reason else ""
+                return ToolResult(f"The user did not allow this call.{reason}", error=True), ("reject", decided.source)
+            approval = ("accept", decided.source)
         result = self.tools.call(call.name, call.arguments, context)
-        return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result)
+        return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result), approval
 
     def _stop_hook_continues(self, messages: list[dict], writer) -> bool:
         """Stop hooks (hooks.py) may keep the run going after a submit: their reason is the next prompt."""
@@ -436,6 +445,12 @@ def _api_base(model: Model) -> str:
     """The model's server as a session keeps it ("" for a provider's own); never a key."""
     value = getattr(model, "api_base", None)
     return value if isinstance(value, str) else ""
+
+
+def _answered_by(response) -> str:
+    """The model that answered as its server names it (an OpenAI-style reply's `model`), "" when not told."""
+    named = (response.raw or {}).get("model") if isinstance(response.raw, dict) else None
+    return named if isinstance(named, str) else ""
 
 
 def _tool_message(call, content: str) -> dict:

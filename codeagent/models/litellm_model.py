@@ -1,6 +1,7 @@
 """Every hosted or served model, through litellm (imported on first use: it takes seconds).
 
-Served models (`hosted_vllm/NAME`: `codeagent serve` or vLLM's OpenAI server) are asked for their token
+Served models (`hosted_vllm/NAME`, or any name with an api_base whose GET /models says the server is
+`codeagent serve` or vLLM's OpenAI server: `owned_by` codeagent or vllm) are asked for their token
 ids (`return_token_ids`, `logprobs` with `return_tokens_as_token_ids`), and the response's
 `prompt_token_ids`, completion ids and logprobs are recorded: a served run is token-exact. Their tool
 schemas go in the request body as given (`extra_body`), because litellm drops `additionalProperties:
@@ -110,6 +111,7 @@ class LiteLLMModel:
         self._checked = False
         self._probed = False
         self._native: bool | None = None
+        self._gives_ids: bool | None = None  # the api_base's server answers with token ids (None: not asked yet)
 
     def complete(self, messages: list[dict], tools: list[dict], sampling: Sampling) -> ModelResponse:
         sampling = sampling or Sampling()
@@ -145,9 +147,30 @@ class LiteLLMModel:
         response = self._call_with_retries(litellm, request)
         return self._to_response(litellm, response, native, tool_names(tools))
 
+    @property
+    def provider(self) -> str:
+        """Where LiteLLM sends this model (openai, anthropic, hosted_vllm...; telemetry's gen_ai.provider.name);
+        "" when it cannot tell."""
+        try:
+            return _import_litellm().get_llm_provider(self.name)[1] or ""
+        except Exception:  # noqa: BLE001 - an unknown name, or no litellm: the run says so elsewhere
+            return ""
+
     def served(self) -> bool:
-        """A model served with vLLM's OpenAI API (codeagent serve, vllm serve): token ids can be asked for."""
-        return self.name.startswith("hosted_vllm/")
+        """A model served with vLLM's OpenAI API (codeagent serve, vllm serve): token ids can be asked for.
+        Named hosted_vllm/..., or under any prefix (openai/...) at an api_base whose server says so in its
+        model list; at any other api_base the run will not be token-exact, which is logged once."""
+        if self.name.startswith("hosted_vllm/"):
+            return True
+        if not self.api_base:
+            return False
+        if self._gives_ids is None:
+            self._gives_ids = _server_gives_token_ids(self.api_base)
+            if self._gives_ids is False:
+                log.warning("model %s: the server at %s does not say it gives token ids (not codeagent serve "
+                            "or vLLM): this run records no token ids and will not be token-exact",
+                            self.name, _endpoint(self.api_base))
+        return bool(self._gives_ids)
 
     def check(self) -> None:
         """Raise ModelConfigError now if the model cannot be used as configured (unknown provider, no
@@ -378,6 +401,28 @@ def _read_stream(litellm, stream, messages: list[dict]):
     if not finished:
         raise _Retry(RuntimeError(f"the stream ended before the reply did ({len(chunks)} chunks)"))
     return litellm.stream_chunk_builder(chunks, messages=messages)
+
+
+TOKEN_ID_SERVERS = ("codeagent", "vllm")  # owned_by of the servers that answer with token ids and logprobs
+
+
+def _server_gives_token_ids(api_base: str) -> bool | None:
+    """Whether GET {api_base}/models names a server that gives token ids (None: nobody there yet, ask
+    again; a server too slow to list its models is taken as not giving them, and not asked again)."""
+    import httpx
+
+    try:
+        answer = httpx.get(api_base.rstrip("/") + "/models", timeout=PROBE_TIMEOUT / 2)
+        entries = answer.json()["data"] if answer.status_code == 200 else None
+    except httpx.TimeoutException:
+        return False
+    except httpx.HTTPError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        return False
+    if not isinstance(entries, list):
+        return False
+    return any(isinstance(entry, dict) and entry.get("owned_by") in TOKEN_ID_SERVERS for entry in entries)
 
 
 def _close(stream) -> None:

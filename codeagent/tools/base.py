@@ -18,7 +18,6 @@ class ToolResult:
     timed_out: bool = False
     seconds: float = 0.0
     submitted: bool = False  # the run ends after this call
-    denied: bool = False  # the user did not allow it: it never ran
 
 
 @dataclass

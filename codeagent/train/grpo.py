@@ -77,8 +77,9 @@ def _use_vllm(recipe: Recipe) -> bool:
 
     available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
     if choice == "vllm" and not available:
-        raise TrainError("rollout.generation=vllm needs a GPU and the vllm package (pip install vllm); "
-                         "use rollout.generation=transformers")
+        raise TrainError("rollout.generation=vllm needs a GPU and the vllm package: pip install 'codeagent[vllm]' "
+                         "(a vllm that accepts this project's transformers; a bare `pip install vllm` takes one that "
+                         "downgrades it); or use rollout.generation=transformers")
     return available
 
 
@@ -88,7 +89,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
 
     from codeagent.trajectory.store import TrajectoryStore
 
-    from . import rewards, vllm_sync
+    from . import rewards
     from .rollouts import Rollouts
 
     _check_owned(recipe)
@@ -132,7 +133,6 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     if evaluation is not None:
         evaluation.trainer = trainer
     rollouts.evaluation = evaluation
-    vllm_sync.install(trainer, recipe)  # rollout.vllm_weights: adapter hot-loading, else TRL's merged sync
     summary = {"tasks": [task.instance_id for task in tasks], "task_source": recipe.data.tasks,
                "rollout_store": str(rollout_store.root), "rewards": dict(components)}
     if evaluation is not None:

@@ -138,7 +138,8 @@ def trl_args(recipe: Recipe, **fixed: Any):
     defaults: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", "save_total_limit": 3}
     if not torch.cuda.is_available():
         defaults["bf16"] = False  # TRL defaults to bf16, which a CPU cannot train in
-    values = {**defaults, **recipe.trainer, **fixed, "output_dir": recipe.output_dir, "seed": recipe.seed}
+    values = {**defaults, **recipe.trainer, **fixed, "output_dir": recipe.output_dir, "seed": recipe.seed,
+              "ddp_timeout": recipe.distributed.timeout_seconds}  # the process group's timeout (transformers)
     # transformers 5 renamed gradient_checkpointing to activation_checkpointing; recipes may use either.
     for old, new in (("gradient_checkpointing", "activation_checkpointing"),
                      ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs")):
@@ -244,12 +245,33 @@ def train(trainer, recipe: Recipe, metrics: MetricsFile) -> dict:
     return final
 
 
+def gathered_adapter_state(trainer, model) -> dict | None:
+    """The adapter's tensors, whole, under DeepSpeed ZeRO-3, where each rank holds only a shard of every
+    parameter and PEFT alone would save empty tensors; None elsewhere (PEFT reads them itself). Every
+    rank must call it: the gather is a collective."""
+    accelerator = getattr(trainer, "accelerator", None)
+    if accelerator is None or not hasattr(accelerator, "state"):
+        return None
+    from peft import get_peft_model_state_dict
+    from trl.distributed import DistributedBackend
+
+    backend = DistributedBackend(accelerator)
+    if not backend.is_zero3:
+        return None
+    params = [param for name, param in model.named_parameters() if "lora_" in name or param.requires_grad]
+    with backend.gather_params(params):
+        return {name: tensor.detach().clone().cpu() for name, tensor in get_peft_model_state_dict(model).items()}
+
+
 def save_adapter(trainer, tokenizer, recipe: Recipe, data_summary: dict, metrics: dict) -> Path:
     """The adapter, the tokenizer, the recipe, the data it saw, and a card that says all of that."""
     out = Path(recipe.output_dir) / ADAPTER_DIR
     out.mkdir(parents=True, exist_ok=True)
     model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
-    model.save_pretrained(str(out))
+    state = gathered_adapter_state(trainer, model)  # every rank: a collective under ZeRO-3
+    if not getattr(getattr(trainer, "accelerator", None), "is_main_process", True):
+        return out  # one writer
+    model.save_pretrained(str(out), **({} if state is None else {"state_dict": state}))
     tokenizer.save_pretrained(str(out))
     (out / "recipe.yaml").write_text(yaml.safe_dump(recipe.dump(), sort_keys=False))
     (out / "training_data.json").write_text(json.dumps(data_summary, indent=2, default=str))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..nested import Conflict, deep_merge, put
 from ..status import LIMITS, ExitStatus
@@ -31,7 +31,8 @@ from . import TrainError
 
 METHODS = ("sft", "dpo", "grpo")
 # Set by codeagent itself from other recipe keys; not allowed under `trainer:`.
-RESERVED_TRAINER_KEYS = {"output_dir": "output_dir", "resume_from_checkpoint": "resume", "seed": "seed"}
+RESERVED_TRAINER_KEYS = {"output_dir": "output_dir", "resume_from_checkpoint": "resume", "seed": "seed",
+                         "ddp_timeout": "distributed.timeout_seconds"}
 
 
 class _Loader(yaml.SafeLoader):
@@ -116,9 +117,19 @@ class RolloutSection(_Strict):
     temperature: float = 1.0  # also the temperature the GRPO loss uses
     top_p: float | None = None
     generation: Literal["auto", "transformers", "vllm"] = "auto"  # vllm: TRL's vLLM engine (use_vllm on GPU)
-    # How the trained weights reach vLLM each step: merged (TRL's sync: adapter merged into the base weights)
-    # or adapter (the LoRA adapter hot-loaded as a LoRA request; colocate mode): see train/vllm_sync.py.
-    vllm_weights: Literal["merged", "adapter"] = "merged"
+    # How the trained weights reach vLLM each step: merged (TRL's sync: the adapter merged into the base
+    # weights) is the one way. `adapter` (hot-loading the LoRA adapter) was removed: TRL 1.16 builds its
+    # vLLM engine without LoRA, so no adapter could ever be loaded into it.
+    vllm_weights: Literal["merged"] = "merged"
+
+    @field_validator("vllm_weights", mode="before")
+    @classmethod
+    def _only_merged(cls, value):
+        if value != "merged":
+            raise ValueError(f"{value!r} is not a weight-sync mode; the one that exists is 'merged' (TRL's "
+                             "sync, the adapter merged into vLLM's weights each step). 'adapter' was removed: "
+                             "TRL builds its vLLM engine without LoRA, so an adapter could never be loaded")
+        return value
     # Compact filtering: runs that ended on a limit (steps, time, cost, unusable replies in a row) or
     # broke leave the loss; their reward still counts in their group's baseline.
     mask_exit_statuses: list[str] = Field(
@@ -149,6 +160,11 @@ class DistributedSection(_Strict):
     # The accelerate config the recipe is launched with (`accelerate launch --config_file ...`), relative to
     # the recipe's folder: `train grpo --dry-run` reads its processes and sharding for the memory per device.
     accelerate_config: str | None = None
+    # How long a rank waits at a collective (the process group's timeout, TRL's ddp_timeout) before the run is
+    # killed. Ranks wait at the next step while the others finish their rollouts (an agent run may take
+    # rollout limits of 30 min plus grading and image builds) or rank 0 runs the held-out evaluation:
+    # torch's default, 30 min, is shorter than one rollout batch.
+    timeout_seconds: int = Field(default=4 * 3600, gt=0)
 
 
 class Recipe(_Strict):
@@ -277,7 +293,7 @@ def _known_fields(parent: str) -> list[str]:
 def _check_trainer_keys(recipe: Recipe, where: str) -> None:
     for key, replacement in RESERVED_TRAINER_KEYS.items():
         if key in recipe.trainer:
-            raise TrainError(f"{where}: set `{replacement}` at the top level of the recipe, not trainer.{key}")
+            raise TrainError(f"{where}: set `{replacement}` in the recipe, not trainer.{key}")
     try:
         known = trainer_keys(recipe.method)
     except ImportError as error:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from codeagent.models.batching import BatchingFront
+from codeagent.models.errors import ContextWindowExceeded
 
 from . import TrainError
 from .recipe import Recipe
@@ -238,14 +239,15 @@ class Rollouts:
         finally:
             for warm in pools.values():  # removes the sandboxes nobody took
                 warm.close()
-        summary = self.summarize(results, step, time.monotonic() - started)
+        uniform = set(self.uniform_group_members(results, trainer))  # every rank: a collective with several
+        summary = self.summarize(results, step, time.monotonic() - started, uniform=uniform)
         self.history.append(summary)
         if self.on_summary is not None:
             self.on_summary(summary)
         log.info("rollouts at step %s: mean reward %.3f, resolved %.2f, masked %d/%d, infrastructure failures %d, "
                  "uniform groups %d/%d, %.1fs", step, summary["reward_mean"], summary["resolved_rate"], summary["masked"],
                  len(results), summary["infra_failures"], summary["uniform_groups"], summary["groups"], summary["seconds"])
-        return self.to_trl(results)
+        return self.to_trl(results, uniform=uniform)
 
     @contextmanager
     def generation(self, trainer):
@@ -270,8 +272,9 @@ class Rollouts:
         generator = None
         if getattr(trainer, "use_vllm", False):
             generator = VLLMGenerator(trainer)
+        # vLLM's context: a prompt over it is told to the agent (which elides and asks again) before any call
         return HFModel(model, self.tokenizer, name=f"policy:{self.recipe.model.base}",
-                       generator=generator,
+                       generator=generator, context_tokens=getattr(generator, "max_model_len", None),
                        max_new_tokens=self.recipe.rollout.max_tokens)
 
     def _task_for(self, prompt):
@@ -429,9 +432,12 @@ class Rollouts:
 
     # -- output --------------------------------------------------------------------------------------
 
-    def to_trl(self, rollouts: list[Rollout]) -> dict[str, list]:
+    def to_trl(self, rollouts: list[Rollout], uniform: set[int] | None = None) -> dict[str, list]:
+        """`uniform`: the members of uniform groups (uniform_group_members), worked out here if not given."""
         filler = self.tokenizer.eos_token_id
-        dropped = set(self.uniform_group_members(rollouts)) if self.recipe.rollout.drop_uniform_groups else set()
+        if uniform is None:
+            uniform = set(self.uniform_group_members(rollouts))
+        dropped = uniform if self.recipe.rollout.drop_uniform_groups else set()
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
                                 "trajectory_id": [], **{f"reward_{name}": [] for name in self.components}}
         for index, rollout in enumerate(rollouts):
@@ -447,8 +453,9 @@ class Rollouts:
                 out[f"reward_{name}"].append(None if value is None else float(value))
         return out
 
-    def groups(self, rollouts: list[Rollout]) -> list[list[int]]:
-        """Indices of each GRPO group: TRL hands prompts repeated num_generations times in a row."""
+    def groups(self, rollouts: list) -> list[list[int]]:
+        """Indices of each GRPO group: TRL hands prompts repeated num_generations times in a row (items
+        with an `instance_id`: rollouts, or the entries of uniform_group_members)."""
         size = int(self.recipe.trainer.get("num_generations", 8))
         if size < 1 or len(rollouts) % size:
             by_task: dict[str, list[int]] = {}
@@ -457,20 +464,27 @@ class Rollouts:
             return list(by_task.values())
         return [list(range(start, start + size)) for start in range(0, len(rollouts), size)]
 
-    def uniform_group_members(self, rollouts: list[Rollout]) -> list[int]:
-        """Members of groups whose scored totals are all equal (no signal); infra failures aside."""
+    def uniform_group_members(self, rollouts: list[Rollout], trainer=None) -> list[int]:
+        """Members (indices into `rollouts`) of groups whose scored totals are all equal (no signal);
+        infra failures aside. With several processes a group may be split over ranks (TRL hands each
+        rank a slice of the global batch): every rank's rewards are gathered first and each group is
+        judged whole (a collective: every rank calls it once per rollout batch)."""
+        entries = [_Scored(r.instance_id, None if r.infra_failure else r.rewards.get("total")) for r in rollouts]
+        entries, offset = _all_ranks(entries, getattr(trainer, "accelerator", None))
         members = []
-        for group in self.groups(rollouts):
-            scored = [rollouts[i].rewards.get("total") for i in group if not rollouts[i].infra_failure]
+        for group in self.groups(entries):
+            scored = [entries[i].total for i in group if entries[i].total is not None]
             if scored and len({round(float(value), 9) for value in scored}) == 1:
-                members += group
+                members += [i - offset for i in group if 0 <= i - offset < len(rollouts)]
         return members
 
-    def summarize(self, rollouts: list[Rollout], step: int, seconds: float) -> dict[str, Any]:
+    def summarize(self, rollouts: list[Rollout], step: int, seconds: float,
+                  uniform: set[int] | None = None) -> dict[str, Any]:
         scored = [r for r in rollouts if not r.infra_failure]
         totals = [float(r.rewards.get("total") or 0.0) for r in scored]
         groups = self.groups(rollouts)
-        uniform = set(self.uniform_group_members(rollouts))
+        if uniform is None:
+            uniform = set(self.uniform_group_members(rollouts))
         summary = {
             "step": step, "rollouts": len(rollouts), "seconds": round(seconds, 2),
             "reward_mean": sum(totals) / max(1, len(totals)),
@@ -490,6 +504,24 @@ class Rollouts:
             entry = summary["per_task"].setdefault(rollout.instance_id, [])
             entry.append(None if rollout.infra_failure else float(rollout.rewards.get("total") or 0.0))
         return summary
+
+
+@dataclass
+class _Scored:
+    instance_id: str
+    total: float | None  # None: an infrastructure failure
+
+
+def _all_ranks(entries: list[_Scored], accelerator) -> tuple[list[_Scored], int]:
+    """Every rank's entries in TRL's global order (rank 0's slice first), and where this rank's begin."""
+    processes = int(getattr(accelerator, "num_processes", 1) or 1) if accelerator is not None else 1
+    if processes <= 1:
+        return entries, 0
+    from accelerate.utils import gather_object
+
+    parts = gather_object([[(e.instance_id, e.total) for e in entries]])  # one list per rank
+    offset = sum(len(part) for part in parts[: int(accelerator.process_index)])
+    return [_Scored(name, total) for part in parts for name, total in part], offset
 
 
 def sync_vllm_weights(trainer) -> None:
@@ -583,24 +615,45 @@ class VLLMGenerator(BatchingFront):
         if getattr(self.vllm, "enable_sleep_mode", False):
             raise TrainError("vLLM sleep mode is not supported for agent rollouts (the engine is used between "
                              "TRL's own generation steps): set vllm_enable_sleep_mode: false")
+        self.max_model_len = _max_model_len(self.vllm)
+        # the rank's own GPU: the worker thread would otherwise make its CUDA context on GPU 0 (torch's
+        # current device is per thread), on every rank
+        device = getattr(getattr(trainer, "accelerator", None), "device", None)
+        self.cuda_device = device if getattr(device, "type", None) == "cuda" else None
 
     def run_batch(self, requests) -> None:
+        if self.cuda_device is not None:
+            import torch
+
+            torch.cuda.set_device(self.cuda_device)
+        requests = [request for request in requests if self._fits(request)]
+        if not requests:
+            return
         if self.mode == "server":
             self._run_server(requests)
         else:
             self._run_colocate(requests)
+
+    def _fits(self, request) -> bool:
+        """A prompt vLLM would refuse (not shorter than max_model_len) fails its own turn only, not the
+        batch's; the others' limits are cut to the room left."""
+        if not self.max_model_len:
+            return True
+        room = self.max_model_len - len(request.prompt_ids)
+        if room < 1:
+            request.error = ContextWindowExceeded(
+                f"vllm: the prompt has {len(request.prompt_ids)} tokens; vLLM's max_model_len is {self.max_model_len}")
+            return False
+        request.max_new_tokens = min(request.max_new_tokens, room)
+        return True
 
     def _run_colocate(self, requests) -> None:
         from vllm import SamplingParams
 
         params = [SamplingParams(n=1, temperature=r.temperature, top_p=r.top_p or 1.0, max_tokens=r.max_new_tokens,
                                  seed=r.seed, logprobs=0, stop_token_ids=sorted(r.stop_ids)) for r in requests]
-        options: dict[str, Any] = {}
-        adapter = getattr(getattr(self.vllm, "adapter_sync", None), "current", None)  # train/vllm_sync.py
-        if adapter is not None:
-            options["lora_request"] = adapter.for_vllm()
         outputs = self.vllm.llm.generate([{"prompt_token_ids": r.prompt_ids} for r in requests],
-                                         sampling_params=params, use_tqdm=False, **options)
+                                         sampling_params=params, use_tqdm=False)
         for request, output in zip(requests, outputs, strict=True):
             sample = output.outputs[0]
             ids = list(sample.token_ids)
@@ -618,6 +671,17 @@ class VLLMGenerator(BatchingFront):
             for request, ids, values in zip(group, output["completion_ids"], output["logprobs"], strict=True):
                 values = [float(v[0]) if isinstance(v, (list, tuple)) else float(v) for v in values]
                 _fill(request, list(ids), values)
+
+
+def _max_model_len(vllm) -> int | None:
+    """The engine's context length: TRL's vllm_max_model_length, else what vLLM derived from the model."""
+    length = getattr(vllm, "max_model_length", None)
+    if not length:
+        engine = getattr(getattr(vllm, "llm", None), "llm_engine", None)
+        config = getattr(engine, "model_config", None) or getattr(getattr(engine, "vllm_config", None),
+                                                                  "model_config", None)
+        length = getattr(config, "max_model_len", None)
+    return int(length) if isinstance(length, int) and length > 0 else None
 
 
 def _release_conversation(policy, steps) -> None:

@@ -254,7 +254,7 @@ class Approver:
                  force: bool = False) -> Approval:
         """`force`: ask even where the mode or a rule would allow it (a hook said "ask")."""
         if not force and not self.policy.needs_approval(call.name, call.arguments):
-            return Approval(True)
+            return Approval(True, source="config")
         request = build_request(self.policy, call.name, call.arguments, read_file=read_file)
         with self._lock:
             if self.closed:

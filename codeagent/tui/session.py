@@ -26,6 +26,7 @@ from ..events import Event, EventBus, PatchChanged, RunStarted
 from ..models import Model, ToolCall
 from ..models.tokens import estimate_tokens
 from ..run.solve import start_from_working_tree
+from ..run.telemetry import subscribe_telemetry
 from ..sandbox import SandboxError, WorkspaceError, snapshot
 from ..sandbox.workspace import URL_PATTERN
 from ..status import LIMITS, ExitStatus
@@ -69,7 +70,9 @@ class Session:
         self._apply_default = apply_repo is True
         self.apply_repo = working_tree(self.repo) if apply_repo is True else (str(apply_repo) if apply_repo else None)
         self.emit = emit or (lambda event: None)
-        self.agent = Agent(model, config, events=EventBus(self._on_agent_event), store=self.store,
+        events = EventBus(self._on_agent_event)
+        subscribe_telemetry(events, warn=lambda text: self.notice(text, "warning"))  # CODEAGENT_ENABLE_TELEMETRY=1
+        self.agent = Agent(model, config, events=events, store=self.store,
                            approver=self._approve, warn=lambda text: self.notice(text, "warning"))
         self.agent.interactive = True  # a plain-text reply is an answer: the turn ends, the user replies
         self.agent.keep_tools_open = True  # MCP servers start with the first turn and end with the session

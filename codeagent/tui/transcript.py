@@ -140,8 +140,9 @@ class ToolBlock(Collapsible):
         self.title = self._label()
 
     def finish(self, event: Observed) -> None:
-        if event.denied:  # the user's choice, not a failure
-            status, style = "denied", "bold magenta"
+        if event.approval == "reject":  # someone's choice (the user's, a hook's), not a failure
+            source = "" if event.approval_source in ("user", "") else f" ({event.approval_source})"
+            status, style = f"denied{source}", "bold magenta"
         elif event.interrupted:
             status, style = f"interrupted · {event.seconds:.2f}s", "yellow"
         elif event.timed_out:
