@@ -258,6 +258,29 @@ def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, ov
                    mode=mode, resume=session, follow_up=follow_up)
 
 
+def _custom_command(config, repo: str, text: str) -> str:
+    """`/name args` naming a custom command (run/commands.py): its body, rendered; its allowed-tools
+    become the tools this run offers. Any other text is returned as it is."""
+    from pathlib import Path
+
+    from .run.commands import custom_commands, find_command
+    from .tools.registry import available_tools
+    from .tui.commands import COMMANDS
+
+    if not text.lstrip().startswith("/"):
+        return text
+    commands = custom_commands(config, repo if Path(repo).is_dir() else None, reserved=COMMANDS,
+                               warn=lambda line: click.echo(line, err=True))
+    found = find_command(commands, text)
+    if found is None:
+        return text
+    command, arguments = found
+    click.echo(f"codeagent · /{command.name} from {command.source}", err=True)
+    if command.allowed_tools:
+        config.agent.tools = command.tool_names(config.agent.tools or available_tools())
+    return command.render(arguments)
+
+
 def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, overrides, session, as_json,
                     apply_patch, trust, images=(), json_deltas=False) -> None:
     from pathlib import Path
@@ -289,6 +312,10 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     config = load_config(task.repo if Path(task.repo).is_dir() else None, config_file, overrides, trust=trust)
     if resumed is not None:
         continue_with_session_model(config, resumed, overrides)
+    if follow_up is not None:
+        follow_up = _custom_command(config, task.repo, follow_up)
+    elif not example:
+        task = task.model_copy(update={"problem_statement": _custom_command(config, task.repo, task.problem_statement)})
     model, replay = resolve_model(config, example)
     if images and follow_up is not None:
         follow_up = _attach_images(follow_up, images, config, model)
@@ -377,12 +404,14 @@ def _mount_groups() -> None:
     from .evals.commands import eval_group
     from .train.commands import grade_command, serve, train_group
     from .trajectory.commands import traj
+    from .view.commands import view_command
 
     traj.add_command(grade_command)  # grading needs the harness, a layer above the trajectory package
     cli.add_command(traj)
     cli.add_command(eval_group)
     cli.add_command(train_group)
     cli.add_command(serve)
+    cli.add_command(view_command)
 
 
 _mount_groups()

@@ -170,6 +170,15 @@ class McpSettings(_Section):
     call_timeout: float = Field(120.0, gt=0)  # seconds one tool call may take
 
 
+class WebFetchSettings(_Section):
+    """The web_fetch tool (tools/web_fetch.py): offered only when `allow` names a host. The user's word
+    only (not in REPOSITORY_MAY_SET): it decides what the host reaches."""
+
+    allow: list[str] = []  # host names, "*.example.org" (its subdomains), or IP addresses
+    max_bytes: Positive = 2_000_000  # of one response body; more is cut, with a note
+    timeout: float = Field(20.0, gt=0)  # seconds for one fetch, redirects included
+
+
 class HookCommand(_Section):
     type: Literal["command"] = "command"
     command: str  # run by the shell on the host; the event comes as JSON on stdin, never in this line
@@ -207,6 +216,7 @@ class Config(_Section):
     scaling: ScalingSettings = ScalingSettings()
     mcp: McpSettings = McpSettings()  # never from an untrusted repository: servers run on the host
     hooks: HookSettings = HookSettings()  # never from an untrusted repository: hooks run on the host
+    web_fetch: WebFetchSettings = WebFetchSettings()  # never from an untrusted repository: the host fetches
     images: ImageSettings = ImageSettings()
     trajectories_dir: str | None = None  # None: $CODEAGENT_TRAJECTORY_DIR or ~/.codeagent/trajectories
     trusted_projects: list[str] = []  # repositories whose .codeagent.yaml may set anything
@@ -288,6 +298,16 @@ def user_config_path() -> Path:
     return Path(os.environ.get("CODEAGENT_CONFIG") or os.path.expanduser("~/.config/codeagent/config.yaml"))
 
 
+def user_config_folder() -> Path:
+    """The folder of the user's config file: its commands/ and skills/ are the user's own."""
+    return user_config_path().parent
+
+
+def repository_trusted(config: Config, repo: str | Path | None) -> bool:
+    """Whether `repo` is trusted: in trusted_projects (load_config adds it there for --trust)."""
+    return repo is not None and Path(repo).is_dir() and _trusted(Path(repo), [{"trusted_projects": config.trusted_projects}])
+
+
 def load_config(repo: str | Path | None = None, config_file: str | Path | None = None,
                 overrides: dict[str, Any] | None = None, *, trust: bool = False,
                 warn: Callable[[str], None] | None = None) -> Config:
@@ -299,6 +319,8 @@ def load_config(repo: str | Path | None = None, config_file: str | Path | None =
             f"warning: ignoring {', '.join(ignored)} from {project}: only a trusted repository may set "
             f"{'it' if len(ignored) == 1 else 'them'} (pass --trust, or add the repository to trusted_projects "
             f"in {user_config_path()})")
+    if trust and repo is not None and Path(repo).is_dir() and not repository_trusted(config, repo):
+        config.trusted_projects.append(str(Path(repo).resolve()))  # what the repository's folders are read by
     return config
 
 

@@ -40,10 +40,13 @@ command -v git >/dev/null 2>&1 || apt_install git
 command -v tmux >/dev/null 2>&1 || apt_install tmux  # the TUI's real-terminal test
 # a local registry for the prebuilt-image tests (tests/test_prebuilt.py runs its own on 127.0.0.1)
 command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
+# headless Chromium and its WebDriver for the viewer's browser test (tests/test_view_browser.py)
+command -v chromium >/dev/null 2>&1 || apt_install chromium
+command -v chromedriver >/dev/null 2>&1 || apt_install chromium-driver
 
 export PYTHON=${PYTHON:-python3}  # scripts/venv.sh makes the virtualenv with it
 "$PYTHON" -c "import ensurepip" 2>/dev/null || apt_install python3-venv
-EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray,telemetry}
+EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray,telemetry,view}
 # The versions of requirements/lock.txt in .venv; with CODEAGENT_UNLOCKED=1 the newest ones, in .venv-latest.
 case ${CODEAGENT_UNLOCKED:-} in
   ""|0) venv=.venv; bash scripts/venv.sh .venv "$EXTRAS" locked;;

@@ -301,3 +301,96 @@ def test_tokens_in_a_servers_url_and_args_stay_out_of_the_record_and_the_export(
             "--api-key", "<hidden>", "--token=<hidden>", "-e", "GH_TOKEN=<hidden>", "--port", "7",
             "--header", "Authorization: <hidden>", "--upstream=https://bob:<hidden>@mcp.example.com/"]
         assert saved["web"]["url"] == "https://bob:<hidden>@mcp.example.com:8443/mcp?api_key=<hidden>&team=blue"
+
+
+def test_a_servers_resources_are_read_by_the_model_through_a_read_only_tool(make_repo, tmp_path):
+    config = Config(agent={"localize": False}, mcp={"servers": {"notes": stdio()}})
+    result, observations, warnings, model, _ = run(make_repo, tmp_path, config, [
+        call("mcp__notes__read_resource", uri="notes://today"), call("mcp__notes__read_resource", uri="notes://logo.png"),
+        call("mcp__notes__read_resource", uri="notes://missing"), call("submit")])
+    assert result.exit_status == "submitted" and warnings == []
+    assert observations[0] == "buy milk; call Ada"
+    assert "buy milk; call Ada" in model.calls[1][-1]["content"]  # what the model received
+    assert observations[1] == "[resource notes://logo.png: image/png, not shown]"  # binary: one line
+    assert "Reading notes://missing from 'notes' failed" in observations[2]
+    saved = TrajectoryStore(tmp_path / "trajectories").load(result.trajectory_id)
+    tool = next(tool["function"] for tool in saved.tools if tool["function"]["name"] == "mcp__notes__read_resource")
+    assert "- notes://today (text/plain): Today's notes" in tool["description"]
+    assert "- notes://logo.png (image/png): The logo" in tool["description"]
+
+
+def test_the_read_resource_tool_is_read_only_and_a_prompt_is_listed(tmp_path):
+    from codeagent.tools.mcp import mcp_tools
+    from codeagent.tools.registry import ToolRegistry
+
+    registry, warnings = ToolRegistry(["submit"]), []
+    with mcp_tools(registry, Config(mcp={"servers": {"notes": stdio()}}).mcp, warnings.append) as servers:
+        assert registry.read_only("mcp__notes__read_resource") and not registry.read_only("mcp__notes__shout")
+        assert servers.prompt_commands() == [("mcp__notes__review", "topic [style]", "[notes] Ask for a review of a topic.")]
+        assert servers.render_prompt("mcp__notes__review", "parser terse").startswith("Review parser in a terse style.")
+        assert servers.render_prompt("MCP__notes__review", "style=long 'the lexer'").startswith(
+            "Review the lexer in a long style.")
+        assert servers.render_prompt("mcp__notes__review", "the whole parser").startswith(
+            "Review the in a whole parser style.")  # the last argument takes the rest of the words
+        with pytest.raises(ValueError, match="missing argument"):
+            servers.render_prompt("mcp__notes__review", "style=long")
+    assert warnings == []
+
+
+def test_a_prompt_is_a_slash_command_in_the_tui_and_its_rendered_text_is_what_the_model_receives(make_repo, tmp_path):
+    from codeagent.tui.commands import help_text
+    from codeagent.tui.session import Notice, Session
+
+    repo = make_repo({"README.md": "notes\n"})
+    config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
+                    mcp={"servers": {"notes": stdio()}})
+    model, events = ScriptedModel([call("submit")]), []
+    session = Session(config, model, repo=str(repo), mode="full-auto", store=TrajectoryStore(tmp_path / "t"),
+                      emit=events.append)
+    try:
+        waited = time.monotonic() + 60
+        while not session.mcp_prompts() and time.monotonic() < waited:  # the servers start with the session
+            time.sleep(0.1)
+        assert "/mcp__notes__review topic [style]  [notes] Ask for a review of a topic." in help_text(session.mcp_prompts())
+        assert session.send_prompt("mcp__notes__review") == "started"  # a required argument is missing
+        assert session.wait_idle(60) and session.task is None
+        assert session.send_prompt("mcp__notes__review", "'the parser' style=terse") == "started"
+        assert session.wait_idle(90)
+    finally:
+        session.close()
+    notices = [event.text for event in events if isinstance(event, Notice)]
+    assert any("/mcp__notes__review: missing argument(s): topic" in text for text in notices)
+    first = [message["content"] for message in model.calls[0] if message["role"] == "user"]
+    assert any("Review the parser in a terse style. (rendered by pid" in text for text in first)
+    assert session.task.problem_statement.startswith("Review the parser in a terse style.")
+
+
+def test_in_the_tui_help_lists_a_prompt_and_typing_it_sends_the_rendered_text(make_repo, tmp_path):
+    import asyncio
+
+    from codeagent.tui.app import CodeagentApp
+    from codeagent.tui.session import Session
+
+    from .test_tui_app import quit_app, screen_text, send, until
+
+    repo = make_repo({"README.md": "notes\n"})
+    model = ScriptedModel([call("submit")])
+    session = Session(Config(agent={"localize": False}, mcp={"servers": {"notes": stdio()}}), model, repo=str(repo),
+                      mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
+    app = CodeagentApp(session)
+
+    async def drive():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, session.mcp_prompts, timeout=60, what="the MCP server's prompts")
+            await send(pilot, "/help")
+            await pilot.pause(0.1)
+            assert "/mcp__notes__review topic [style]" in screen_text(app)
+            await send(pilot, "/mcp__notes__review parser")
+            await until(pilot, lambda: session.last_status == "empty_submission" and not session.busy, timeout=90,
+                        what="the run the prompt started")
+            assert "› /mcp__notes__review parser" in screen_text(app)
+            await quit_app(pilot, session)
+
+    asyncio.run(drive())
+    first = [message["content"] for message in model.calls[0] if message["role"] == "user"]
+    assert any("Review parser in a short style." in text for text in first)

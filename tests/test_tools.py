@@ -62,7 +62,7 @@ def test_read_only_comes_from_the_tool_specs(tmp_path):
     from codeagent.tui.approval import classify
 
     registry = ToolRegistry()
-    assert {name for name in registry.names() if registry.read_only(name)} == {"search", "navigate", "submit"}
+    assert {name for name in registry.names() if registry.read_only(name)} == {"search", "navigate", "submit", "skill"}
     assert not registry.read_only("bash") and not registry.read_only("teleport")
     assert classify("navigate", {}) == "read" and classify("bash", {"command": "ls"}) == "command"
     (tmp_path / "peek.yaml").write_text("name: peek\nimplementation: codeagent.tools.search:search\n"

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from functools import partial
 
 from .. import patches
-from ..config import Config
+from ..config import Config, repository_trusted, user_config_folder
 from ..events import EventBus, Finished, ModelOutput, Observed, PatchChanged, RunStarted, StepStarted, ToolCalled
 from ..hooks import Hooks
 from ..models import ContextWindowExceeded, Model, ModelError, Sampling, ToolCall
@@ -28,6 +28,7 @@ from ..task import Task
 from ..tools.base import ToolContext, ToolSettings
 from ..tools.mcp import mcp_tools
 from ..tools.registry import ToolRegistry
+from ..tools.skill import Skill, find_skills, skill_roots
 from ..trajectory.schema import Trajectory
 from ..trajectory.store import TrajectoryStore
 from . import hook_points
@@ -76,7 +77,7 @@ class Agent:
         self.model = model
         self.warn = warn or partial(print, file=sys.stderr)  # one-line notices: an MCP server left out...
         self.config = config
-        self.tools = tools or ToolRegistry(config.agent.tools or None)
+        self.tools = tools or ToolRegistry(config.agent.tools or None, enabled=enabled_tools(config))
         self.events = events or EventBus()
         self.store = store or TrajectoryStore(config.trajectory_root())
         self.approver = approver
@@ -91,6 +92,11 @@ class Agent:
         self._hooks = Hooks(config.hooks, warn=self.warn)
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
+        self._tools_lock = threading.Lock()
+        self.mcp = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
+        self._skill_tool = self.tools.tools.get("skill")  # offered only while there are skills
+        self.skills: list[Skill] = []
+        self.only_tools: frozenset[str] | None = None  # a custom command's allowed-tools, for its turn (the TUI)
 
     def interrupt(self) -> None:
         """Stop the running step (from another thread): the command in flight is killed and the
@@ -103,20 +109,29 @@ class Agent:
         """Run until submit or a limit; the configured MCP servers' tools are there while it runs
         (with `keep_tools_open`, from the first run until `close()`: a session's turns share them)."""
         with contextlib.ExitStack() as per_run:
-            if self._open_tools is None:
-                tools = mcp_tools(self.tools, self.config.mcp, self.warn, cancelled=self._interrupted.is_set)
-                if self.keep_tools_open:
-                    self._open_tools = contextlib.ExitStack()
-                    self._open_tools.enter_context(tools)
-                else:
-                    per_run.enter_context(tools)
+            if self.keep_tools_open:
+                self.open_tools()
+            elif self._open_tools is None:
+                per_run.enter_context(mcp_tools(self.tools, self.config.mcp, self.warn,
+                                                cancelled=self._interrupted.is_set))
             return self._run(task, sandbox, **options)
+
+    def open_tools(self):
+        """Start the MCP servers now, if not yet, and keep them until `close()` (a session lists their
+        prompts before its first turn). Their McpServers, or None when none is configured."""
+        with self._tools_lock:
+            if self._open_tools is None:
+                self._open_tools = contextlib.ExitStack()
+                self.mcp = self._open_tools.enter_context(
+                    mcp_tools(self.tools, self.config.mcp, self.warn, cancelled=self._interrupted.is_set))
+            return self.mcp
 
     def close(self) -> None:
         """Close what `keep_tools_open` kept (MCP servers)."""
-        if self._open_tools is not None:
-            self._open_tools.close()
-            self._open_tools = None
+        with self._tools_lock:
+            if self._open_tools is not None:
+                self._open_tools.close()
+                self._open_tools, self.mcp = None, None
 
     def _run(self, task: Task, sandbox: Sandbox, *, localization: str = "", group_id: str | None = None,
              candidate_index: int | None = None, replay: bool = False, resume: Trajectory | None = None,
@@ -132,6 +147,7 @@ class Agent:
         sampling = Sampling(temperature=config.model.temperature, top_p=config.model.top_p,
                             max_tokens=config.model.max_tokens, seed=config.model.seed)
         self._instructions = read_instructions(sandbox)  # kept in the context, even when it is elided
+        self._load_skills(task)
         if resume is None:
             messages = self._initial_messages(task, sandbox, localization)
             if instance_prompt is not None:
@@ -158,7 +174,8 @@ class Agent:
             command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude(),
             max_patch_bytes=config.limits.max_patch_bytes,
-            deadline=self._deadline))
+            deadline=self._deadline, web_fetch=config.web_fetch))
+        context.state["skills"] = {skill.name: skill for skill in self.skills}
         self.context = context
         state = _RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
@@ -205,10 +222,30 @@ class Agent:
         agent = self.config.agent
         values = dict(workdir=sandbox.workdir, network=self.config.sandbox.network, scratch_dir=agent.scratch_dir)
         system = render("system", agent.prompts_dir, instructions=self._instructions, interactive=self.interactive,
-                        mode=self.mode, **values)
+                        mode=self.mode, skills=self.skills, **values)
         instance = render("instance", agent.prompts_dir, problem_statement=task.problem_statement,
                           hints_text=task.hints_text, localization=localization, **values)
         return [{"role": "system", "content": system}, {"role": "user", "content": instance}]
+
+    def _load_skills(self, task: Task) -> None:
+        """The user's skills and a trusted repository's (tools/skill.py), for a session a user follows (a
+        batch run's prompt stays the dataset's). The `skill` tool is offered only while there are some."""
+        self.skills = []
+        if self.interactive and self._skill_tool is not None:
+            roots = skill_roots(user_config_folder() / "skills", task.repo,
+                                repository_trusted(self.config, task.repo))
+            self.skills = find_skills(roots, self._say_once)
+        if self.skills and self._skill_tool is not None:
+            self.tools.add(self._skill_tool)
+        else:
+            self.tools.remove("skill")
+
+    def _say_once(self, text: str) -> None:
+        """A notice about the skills, said in a session's first turn and not at every turn again."""
+        said = self.__dict__.setdefault("_said", set())
+        if text not in said:
+            said.add(text)
+            self.warn(text)
 
     def _start_hooks(self, prompt: str, messages: list[dict], writer) -> None:
         """SessionStart, then UserPromptSubmit for the first prompt (hooks.py)."""
@@ -341,9 +378,9 @@ class Agent:
 
         if self._interrupted.is_set():
             return ToolResult("Not run: the user interrupted the run.", error=True), ("", "")
-        if refused := refusal(self.tools, self.mode, call.name, call.arguments):
+        if refused := refusal(self.tools, self.mode, call.name, call.arguments, self.only_tools):
             return ToolResult(refused, error=True), ("reject", "mode")
-        vouched = self.mode == PLAN  # its plan check found the call read-only: no approval to ask
+        vouched = self.mode == PLAN and not self.tools.opt_in(call.name)  # plan check: read-only, not asked
         hook = self._hooks.pre_tool_use(call.name, call.arguments, call.id)  # hooks.py: allow | deny | ask
         if hook.block:
             return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True), ("reject", "hook")
@@ -375,7 +412,7 @@ class Agent:
         for _attempt in range(3):
             fitted = inline(fit_messages(messages, budget, count, keep=self._instructions), self.store.root)
             try:
-                return self._ask_model(partial(self.model.complete, fitted, offered_specs(self.tools, self.mode), sampling))
+                return self._ask_model(partial(self.model.complete, fitted, offered_specs(self.tools, self.mode, self.only_tools), sampling))
             except ContextWindowExceeded:
                 budget = int(budget * 0.7)  # our estimate was optimistic: fit tighter and ask again
         raise Stop(ExitStatus.MODEL_ERROR, "the conversation does not fit the model's context window even when elided")
@@ -439,6 +476,11 @@ class _RunState:
     tool_calls: int = 0  # run in this run (a resumed run counts again from 0)
     edited: bool = False
     patch: str = ""
+
+
+def enabled_tools(config: Config) -> set[str]:
+    """The opt-in tools (`opt_in: true` in tools/*.yaml) the user's config turns on."""
+    return {"web_fetch"} if config.web_fetch.allow else set()
 
 
 def _api_base(model: Model) -> str:

@@ -26,13 +26,17 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def offered_specs(tools: ToolRegistry, mode: str) -> list[dict]:
-    """The tool specs the model is given in this mode."""
-    return tools.specs(plan=mode == PLAN)
+def offered_specs(tools: ToolRegistry, mode: str, only: frozenset[str] | None = None) -> list[dict]:
+    """The tool specs the model is given in this mode (`only`: a custom command's allowed-tools)."""
+    return [spec for spec in tools.specs(plan=mode == PLAN) if only is None or _name(spec) in only]
 
 
-def refusal(tools: ToolRegistry, mode: str, name: str, arguments: dict | None = None) -> str | None:
-    """Why a call is not run in this mode (a tool or a call plan mode does not offer), or None."""
+def refusal(tools: ToolRegistry, mode: str, name: str, arguments: dict | None = None,
+            only: frozenset[str] | None = None) -> str | None:
+    """Why a call is not run in this mode (a tool this turn's command does not allow, a tool or a call plan
+    mode does not offer), or None."""
+    if only is not None and name not in only:
+        return f"Not run: this turn's command allows only the tools {', '.join(sorted(only))}."
     if mode != PLAN:
         return None
     why = tools.plan_refusal(name, arguments or {})
@@ -58,3 +62,8 @@ def switch_messages(messages: list[dict], mode: str, prompts_dir: str | None) ->
         return []
     return [{"role": "user", "content": render("mode", prompts_dir, plan=mode == PLAN)}]
 
+
+
+def _name(spec: dict) -> str:
+    function = spec.get("function", spec)
+    return str(function.get("name", ""))

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import WebFetchSettings
 from ..sandbox import Sandbox
 
 
@@ -29,6 +30,7 @@ class ToolSettings:
     patch_exclude: list[str] = field(default_factory=list)
     max_patch_bytes: int | None = None  # a bigger diff is never read out of the sandbox
     deadline: float = float("inf")  # time.monotonic() when the run's max_seconds are up
+    web_fetch: WebFetchSettings | None = None  # the user's allow-list and caps (tools/web_fetch.py)
 
     def seconds_for(self, wanted: float | None = None) -> float:
         """How long one command may run: what was asked, at most command_timeout, and never past
@@ -78,6 +80,7 @@ class Tool:
     function: ToolFunction
     read_only: bool = False  # `read_only: true` in its spec: it changes no file
     plan: PlanUse | bool | None = None  # its spec's `plan:` (below); None: offered in plan mode when read_only
+    opt_in: bool = False  # `opt_in: true`: offered only when the user's config enables it
 
     def spec(self, plan: bool = False) -> dict[str, Any]:
         """The OpenAI function-tool form sent to the model (in plan mode, with `plan`)."""

@@ -29,7 +29,8 @@ def load_tool(path: Path) -> Tool:
         read_only = _flag(data.get("read_only", False), "read_only")
         return Tool(name=data["name"], description=data["description"].strip(),
                     parameters=data.get("parameters") or {"type": "object", "properties": {}},
-                    function=function, read_only=read_only, plan=_plan(data.get("plan"), read_only))
+                    function=function, read_only=read_only, plan=_plan(data.get("plan"), read_only),
+                    opt_in=_flag(data.get("opt_in", False), "opt_in"))
     except (KeyError, TypeError, ValueError, ImportError, AttributeError, yaml.YAMLError) as exc:
         raise ToolSpecError(f"bad tool spec {path}: {exc!r}") from exc
 
@@ -67,13 +68,17 @@ def available_tools(folder: Path | None = None) -> dict[str, Path]:
 
 
 class ToolRegistry:
-    def __init__(self, names: list[str] | None = None, folder: Path | None = None):
+    def __init__(self, names: list[str] | None = None, folder: Path | None = None,
+                 enabled: frozenset[str] | set[str] = frozenset()):
+        """`names` (default all) of the tools in `folder`; a spec with `opt_in: true` only when it is in
+        `enabled` (the user's config turned it on), named or not."""
         specs = available_tools(folder)
         wanted = names or list(specs)
         unknown = [name for name in wanted if name not in specs]
         if unknown:
             raise ToolSpecError(f"unknown tool(s) {', '.join(unknown)}; available: {', '.join(specs)}")
-        self.tools = {tool.name: tool for tool in (load_tool(specs[name]) for name in wanted)}
+        tools = (load_tool(specs[name]) for name in wanted)
+        self.tools = {tool.name: tool for tool in tools if not tool.opt_in or tool.name in enabled}
 
     def add(self, tool: Tool) -> bool:
         """Add a tool from elsewhere (an MCP server's); False when the name is taken."""
@@ -96,6 +101,12 @@ class ToolRegistry:
         """True for a tool whose spec says `read_only: true`; an unknown name is not."""
         tool = self.tools.get(name)
         return bool(tool and tool.read_only)
+
+    def opt_in(self, name: str) -> bool:
+        """True for a tool the user's config turned on (`opt_in: true`: web_fetch reaches the network from
+        the host), which approval asks about even where plan mode found the call read-only."""
+        tool = self.tools.get(name)
+        return bool(tool and tool.opt_in)
 
     def plan_refusal(self, name: str, arguments: dict) -> str | None:
         """Why plan mode does not run this call, or None (a tool plan mode offers, a call its check passes)."""

@@ -19,6 +19,7 @@ from textual.message import Message
 
 from ..events import Event
 from ..models import ModelConfigError, ModelError
+from ..run.commands import CustomCommand, custom_commands, find_command
 from ..run.printers import patch_stats
 from ..task import Task
 from ..trajectory.store import TrajectoryError
@@ -26,7 +27,7 @@ from .approval import MODES, ApprovalRequest, Decision, next_mode
 from .approval_rules import rules_command
 from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
-from .commands import SlashCommand, help_text, model_switch, parse, plan_mode, plan_notice, resolve
+from .commands import COMMANDS, SlashCommand, help_text, model_switch, parse, plan_mode, plan_notice, resolve
 from .completion_menu import CompletionMenu
 from .diff_panel import DiffPanel, PatchScreen
 from .pick_screen import PickScreen
@@ -220,8 +221,9 @@ class CodeagentApp(App[int]):
         text = message.text
         command = parse(text)
         if command is not None:
-            self._run_command(command)
+            self._run_command(command, text)
             return
+        self.session.agent.only_tools = None  # a custom command's allowed-tools held for its turn only
         if text.startswith("//"):
             text = text[1:]
         if self.diff.has_class("-shown") and not self._wide():  # back from the patch to the conversation
@@ -233,8 +235,22 @@ class CodeagentApp(App[int]):
             self.transcript.add_user(text, queued=outcome == "queued")
         self._refresh_status()
 
-    def _run_command(self, command: SlashCommand) -> None:
+    def _run_command(self, command: SlashCommand, text: str = "") -> None:
+        name = command.name if command.name in COMMANDS else None
+        custom = None if name else find_command(self._custom_commands(), text)
+        if custom is not None:
+            self._send_custom(*custom)
+            return
         name = resolve(command.name)
+        if name is None and command.name.startswith("mcp__"):  # an MCP server's prompt
+            outcome = self.session.send_prompt(command.name, command.argument)
+            if outcome == "busy":
+                self.transcript.add_notice(f"/{command.name}: wait until the agent stops (Ctrl-C interrupts it).",
+                                           "warning")
+            elif outcome == "started":
+                self.transcript.add_user(f"/{command.name} {command.argument}".strip())
+            self._refresh_status()
+            return
         if name is None:
             self.transcript.add_notice(f"Unknown command /{command.name}: /help lists them.", "warning")
             return
@@ -393,7 +409,30 @@ class CodeagentApp(App[int]):
         self.transcript.add_notice(*rules_command(self.session.policy, argument))
 
     def _command_help(self, argument: str) -> None:
-        self.transcript.add_notice(help_text())
+        custom = [(command.name, command.argument_hint, command.description) for command in self._custom_commands()]
+        self.transcript.add_notice(help_text(self.session.mcp_prompts(), custom))
+
+    def _custom_commands(self) -> list[CustomCommand]:
+        """The custom commands (run/commands.py), read anew each time; a warning is said once."""
+        said = self.__dict__.setdefault("_said", set())
+
+        def warn(text: str) -> None:
+            if text not in said:
+                said.add(text)
+                self.transcript.add_notice(text.removeprefix("warning: "), "warning")
+
+        return custom_commands(self.session.config, self.session.repo, reserved=COMMANDS, warn=warn)
+
+    def _send_custom(self, command: CustomCommand, arguments: str) -> None:
+        """The command's body, rendered, is the user's message; its allowed-tools hold for that turn."""
+        agent, before = self.session.agent, self.session.agent.only_tools
+        agent.only_tools = frozenset(command.tool_names(agent.tools.names())) if command.allowed_tools else None
+        outcome = self.session.submit(command.render(arguments))
+        if outcome not in ("started", "continued", "queued"):
+            agent.only_tools = before
+        else:
+            self.transcript.add_user(f"/{command.name} {arguments}".strip(), queued=outcome == "queued")
+        self._refresh_status()
 
     def _command_quit(self, argument: str) -> None:
         self.action_quit()

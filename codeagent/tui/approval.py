@@ -36,11 +36,12 @@ EDIT_COMMANDS = {"create", "str_replace", "insert", "undo_edit"}
 RUNNERS = {"bash", "sh", "zsh", "dash", "ksh", "fish", "eval", "exec", "env", "xargs", "sudo", "su", "doas", "nohup",
            "timeout", "time", "nice", "ionice", "setsid", "stdbuf", "command", "builtin", "source", ".", "parallel",
            "watch", "chroot", "flock", "script"}
+REACHES_OUT = {"web_fetch"}  # read-only, but the host reaches the network: asked like a command (or an MCP tool)
 
 
 def classify(tool: str, arguments: dict[str, Any]) -> str:
     """'read', 'edit' or 'command'. Tools we do not know are treated as commands."""
-    if tool in read_only_tools():  # `read_only: true` in tools/*.yaml
+    if tool in read_only_tools() and tool not in REACHES_OUT:  # `read_only: true` in tools/*.yaml
         return "read"
     if tool == "editor":
         return "edit" if arguments.get("command") in EDIT_COMMANDS else "read"

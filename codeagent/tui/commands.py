@@ -64,15 +64,24 @@ def resolve(name: str) -> str | None:
 HELP_COLUMN = 20  # the usage column of /help
 
 
-def help_text() -> str:
-    usages = {name: f"/{name} {args}".strip() for name, (args, _) in COMMANDS.items()}
-    width = min(HELP_COLUMN, max(len(usage) for usage in usages.values()))
+def help_text(extra: list[tuple[str, str, str]] = (), custom: list[tuple[str, str, str]] = ()) -> str:
+    """The commands, then `extra` ones (name, arguments, what: MCP servers' prompts), the custom commands
+    (run/commands.py: name, argument hint, description), then the keys. A usage longer than the
+    column takes its own line: the help reads at 80 columns."""
+    listed = [*((name, args, what) for name, (args, what) in COMMANDS.items()), *extra]
+    width = min(HELP_COLUMN, max(len(f"/{name} {args}".strip()) for name, args, _ in [*listed, *custom]))
+
+    def entry(name: str, args: str, what: str) -> list[str]:
+        usage = f"/{name} {args}".strip()
+        return [f"  {usage}", f"  {'':<{width}}  {what}"] if len(usage) > width else [f"  {usage:<{width}}  {what}"]
+
     lines = ["Commands:"]
-    for name, (_, what) in COMMANDS.items():
-        if len(usages[name]) > width:  # a long usage takes its own line: the help reads at 80 columns
-            lines += [f"  {usages[name]}", f"  {'':<{width}}  {what}"]
-        else:
-            lines.append(f"  {usages[name]:<{width}}  {what}")
+    for name, args, what in listed:
+        lines += entry(name, args, what)
+    if custom:
+        lines.append("Custom commands:")
+        for name, args, what in custom:
+            lines += entry(name, args, what)
     lines.append("Keys:")
     key_width = max(len(key) for key, _ in KEYS)
     lines.extend(f"  {key:<{key_width}}  {what}" for key, what in KEYS)

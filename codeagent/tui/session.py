@@ -16,6 +16,7 @@ it spent and the patch history for /undo (data/), saved sessions (trajectory/ses
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ class Session:
         self.candidate_runs: set[str] = set()  # their run ids (the UI shows one of them live)
         self.candidates: dict = {}  # index -> scaling Candidate (its patch, scores), once they are scored
         self.ran_agent = False
+        if any(server.enabled for server in config.mcp.servers.values()):  # their prompts are slash commands
+            threading.Thread(target=self.agent.open_tools, name="mcp-start", daemon=True).start()
 
     # -- what the UI reads ---------------------------------------------------------------------
 
@@ -173,6 +176,37 @@ class Session:
         self._launch("continue", session_turn.run_agent, self, text)
         return "continued"
 
+    def mcp_prompts(self) -> list[tuple[str, str, str]]:
+        """The MCP servers' prompts as slash commands: (name, arguments, description), once started."""
+        servers = self.agent.mcp
+        return servers.prompt_commands() if servers is not None else []
+
+    def send_prompt(self, command: str, argument: str = "") -> str:
+        """`/mcp__server__prompt args`: its server renders it (in the background), and the text is sent
+        as the user's message (the first one starts the task). Returns started | busy | closed."""
+        with self.worker.lock:
+            if self.worker.closed:
+                return "closed"
+            if not self.worker.claim():
+                return "busy"
+        self._launch("prompt", self._send_prompt, command, argument)
+        return "started"
+
+    def _send_prompt(self, command: str, argument: str) -> None:
+        servers = self.agent.open_tools()
+        try:
+            if servers is None:
+                raise ValueError("no MCP server is configured")
+            text = servers.render_prompt(command, argument)
+        except ValueError as exc:
+            self.notice(f"/{command}: {exc}", "warning")
+            return
+        self.notice(f"/{command}: the server's prompt, sent as your message:\n{text}")
+        if self.task is None:
+            self._start(Task(repo=self.repo, problem_statement=text, base_commit=self.commit))
+        else:
+            session_turn.run_agent(self, text)
+
     def start(self, task: Task) -> bool:
         """Start a task given up front (--issue, --example)."""
         with self.worker.lock:
@@ -237,7 +271,10 @@ class Session:
         if URL_PATTERN.match(self.repo):
             return None
         try:
-            snapshot(self.repo, self.commit)
+            if self.commit is None and Path(self.repo).expanduser().is_dir():
+                snapshot(self.repo, working_tree=True)  # what the task will start from (outside git too)
+            else:
+                snapshot(self.repo, self.commit)
         except WorkspaceError as exc:
             return str(exc)
         return None

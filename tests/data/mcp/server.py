@@ -1,5 +1,5 @@
 """A small MCP server for the tests, written with the SDK: `server.py stdio`, `server.py http PORT`,
-or `server.py crash` (exits at once, saying why on stderr)."""
+or `server.py crash` (exits at once, saying why on stderr). It has tools, resources and a prompt."""
 
 import os
 import sys
@@ -22,6 +22,22 @@ def slow(seconds: float) -> str:
 
     time.sleep(seconds)
     return "done"
+
+
+@server.resource("notes://today", mime_type="text/plain", description="Today's notes")
+def today() -> str:
+    return "buy milk; call Ada"
+
+
+@server.resource("notes://logo.png", mime_type="image/png", description="The logo")
+def logo() -> bytes:
+    return b"\x89PNG" + bytes(60)
+
+
+@server.prompt()
+def review(topic: str, style: str = "short") -> str:
+    """Ask for a review of a topic."""
+    return f"Review {topic} in a {style} style. (rendered by pid {os.getpid()})"
 
 
 if __name__ == "__main__":
