@@ -29,6 +29,7 @@ class RunStarted(Event):
     model: str = ""
     sandbox: str = ""
     replay: bool = False
+    candidate_index: int | None = None  # one of several candidates (test-time scaling)
     provider: str = ""  # where the model's calls go (openai, anthropic, hosted_vllm...), "" when not known
 
 

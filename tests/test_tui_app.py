@@ -89,14 +89,14 @@ async def quit_app(pilot, session) -> None:
 async def test_a_whole_session_approve_deny_diff_undo_apply(make_repo, tmp_path):
     repo = make_repo(FILES)
     target = make_repo(FILES, name="checkout")  # where /apply writes
-    turns = [call("bash", "Let me look at **calc.py**.", command="cat calc.py"), fix_add("Fix the sign."),
+    turns = [call("bash", "Let me look at **calc.py**.", command="awk 1 calc.py"), fix_add("Fix the sign."),
              call("bash", command="rm README.md"), call("submit"),
              call("editor", command="insert", path="calc.py", insert_line=0, new_str="# calculator"), call("submit")]
     app, session, model = make_app(repo, tmp_path, turns)
     async with app.run_test(size=(80, 24)) as pilot:
         await type_line(pilot, "add() subtracts")
         shown = await approve(pilot, "y", title="Run this command?")
-        assert "cat calc.py" in shown and "Allow once [y]" in shown
+        assert "awk 1 calc.py" in shown and "Allow once [y]" in shown
         shown = await approve(pilot, "a", title="Edit calc.py?")
         assert "+    return a + b" in shown and "Always allows, this session: edits to calc.py" in shown
         await approve(pilot, "n", *"keep the README", "enter", title="Run this command?")
@@ -106,7 +106,7 @@ async def test_a_whole_session_approve_deny_diff_undo_apply(make_repo, tmp_path)
         await pilot.pause(0.1)
         shown = screen_text(app)
         assert "✓ submitted · 4 steps" in shown and "/apply" in shown
-        block = next(b for b in app.transcript.blocks.values() if b.summary == "$ cat calc.py")
+        block = next(b for b in app.transcript.blocks.values() if b.summary == "$ awk 1 calc.py")
         block.query_one("CollapsibleTitle").focus()
         await pilot.press("enter")  # a tool call expands to its full output
         await pilot.pause(0.1)
@@ -160,7 +160,7 @@ async def test_interrupt_then_quit_then_resume_the_session(make_repo, tmp_path):
         await until(pilot, lambda: session.sandbox_state == "closed", what="the sandbox to go")
     first = session.trajectory_id
 
-    app, session, model = make_app(repo, tmp_path, [call("bash", command="cat calc.py"), call("submit")],
+    app, session, model = make_app(repo, tmp_path, [call("bash", command="awk 1 calc.py"), call("submit")],
                                    mode="full-auto", resume="last")
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: session.sandbox_state == "ready" and not session.busy, what="the resume")
@@ -193,6 +193,9 @@ async def test_errors_resizes_and_commands_do_not_crash_the_app(make_repo, tmp_p
             await pilot.pause(0.05)
         for command in ("/help", "/cost", "/mode auto-edit", "/nonsense", "/resume", "/candidates", "/model"):
             await send(pilot, command)
+            if command == "/resume":  # a picker of the saved sessions: Esc closes it
+                await until(pilot, lambda: app.screen is not app.screen_stack[0], what="the picker")
+                await pilot.press("escape")
         await pilot.press("shift+tab")
         await pilot.pause(0.1)
         assert session.mode == "full-auto" and "Unknown command /nonsense" in screen_text(app)
@@ -236,7 +239,7 @@ async def test_candidates_diff_apply_and_follow_ups_are_the_selected_ones(make_r
     target = make_repo(FILES, name="checkout")
     model = BySeed({0: [call("bash", command="ls"), call("submit")],  # live, but no patch: not usable
                     1: [fix_add(), call("submit")],  # the one selected
-                    None: [call("bash", command="cat calc.py"), call("submit")]})  # the follow-up
+                    None: [call("bash", command="awk 1 calc.py"), call("submit")]})  # the follow-up
     config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"), scaling={"candidates": 2, "max_parallel": 1, "seeds": [0, 1],
                                                         "verifiers": [], "policy": "vote"})
     session = Session(config, model, repo=str(repo), mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
@@ -254,7 +257,7 @@ async def test_candidates_diff_apply_and_follow_ups_are_the_selected_ones(make_r
         await until(pilot, lambda: not session.busy, what="/apply")
         assert (target / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
         await send(pilot, "Show me the file.")  # continues the selected run: its steps are shown
-        await until(pilot, lambda: "$ cat calc.py" in screen_text(app) and not session.busy, what="the follow-up")
+        await until(pilot, lambda: "$ awk 1 calc.py" in screen_text(app) and not session.busy, what="the follow-up")
         assert session.trajectory_id == selected.run_id
         assert {"role": "user", "content": "Show me the file."} in model.calls[0]
         await quit_app(pilot, session)

@@ -14,6 +14,7 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
+from codeagent.tools.read_only_commands import is_read_only_command
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.approval import (
     ApprovalPolicy,
@@ -87,9 +88,9 @@ def test_modes_and_always_rules():
     edit = ("editor", {"command": "str_replace", "path": "/testbed/a.py", "old_str": "x", "new_str": "y"})
     view = ("editor", {"command": "view", "path": "a.py"})
     suggest, auto_edit, full_auto = ApprovalPolicy("suggest"), ApprovalPolicy("auto-edit"), ApprovalPolicy("full-auto")
-    assert [suggest.needs_approval(*c) for c in (bash("ls"), edit, view, ("search", {}), ("submit", {}))] == \
+    assert [suggest.needs_approval(*c) for c in (bash("make"), edit, view, ("search", {}), ("submit", {}))] == \
         [True, True, False, False, False]
-    assert [auto_edit.needs_approval(*c) for c in (bash("ls"), edit, view)] == [True, False, False]
+    assert [auto_edit.needs_approval(*c) for c in (bash("make"), edit, view)] == [True, False, False]
     assert not full_auto.needs_approval(*bash("rm -rf /")) and not full_auto.needs_approval(*edit)
     suggest.remember(*bash("cd /testbed && python -m pytest -q"))
     assert not suggest.needs_approval(*bash("python -m pytest tests/test_x.py -k y"))
@@ -104,6 +105,22 @@ def test_modes_and_always_rules():
     assert suggest.always_label(*bash("echo x > y")) is None
     with pytest.raises(ValueError, match="unknown approval mode"):
         ApprovalPolicy("yolo")
+
+
+def test_read_only_commands_run_without_asking_in_every_mode():
+    bash = lambda command: ("bash", {"command": command})
+    for mode in ("suggest", "auto-edit"):
+        policy = ApprovalPolicy(mode)
+        for command in ("ls -la", "cat calc.py", "head -5 a.py | wc -l", "tail -n 3 log", "pwd", "git status --short",
+                        "git log --oneline -3", "git diff HEAD~1", "git show HEAD:calc.py", "grep -rn add . 2>/dev/null",
+                        "rg -n 'def add' src", "ls && cat a.py"):
+            assert not policy.needs_approval(*bash(command)), (mode, command)
+        for command in ("cat a; rm b", "cat a > b", "cat $(rm -rf /)", "ls `id`", "git push", "git -c x=y diff",
+                        "git diff --output=/tmp/x", "git diff --ext-diff", "rg --pre ./x pattern", "sed -i s/a/b/ a.py",
+                        "GIT_EXTERNAL_DIFF=./x git diff", "cat $HOME/x", "cat a | sh", "find . -delete",
+                        "ls & rm x", "(ls)", "/bin/cat a"):
+            assert policy.needs_approval(*bash(command)), (mode, command)
+    assert is_read_only_command("cat a | grep x") and not is_read_only_command("cat a; rm b")
 
 
 def test_the_dialog_shows_an_edit_as_a_diff():
@@ -131,7 +148,7 @@ def test_changed_files_compares_per_file_sections():
 @pytest.mark.usefixtures("no_leaks")
 def test_a_session_asks_fixes_undoes_and_applies(make_repo, tmp_path):
     repo = make_repo(FILES)
-    turns = [call("bash", "Look first.", command="cat calc.py"), fix_add("Fix the sign."),
+    turns = [call("bash", "Look first.", command="awk 1 calc.py"), fix_add("Fix the sign."),
              call("bash", command="rm README.md"), call("submit"),
              call("editor", command="insert", path="calc.py", insert_line=0, new_str="# calculator"), call("submit")]
     recorder = Recorder([Decision("once"), Decision("always"), Decision("deny", "keep the README"),
@@ -178,7 +195,7 @@ def test_interrupt_then_continue_then_resume_in_a_new_session(make_repo, tmp_pat
         started.set()
         return call("bash", command="sleep 60")
 
-    turns = [fix_add(), slow, call("bash", command="cat calc.py"), call("submit")]
+    turns = [fix_add(), slow, call("bash", command="awk 1 calc.py"), call("submit")]
     recorder = Recorder()
     session, model = make_session(repo, turns, tmp_path, recorder, mode="full-auto")
     try:
@@ -197,7 +214,7 @@ def test_interrupt_then_continue_then_resume_in_a_new_session(make_repo, tmp_pat
         session.close()
 
     recorder = Recorder()
-    resumed, model = make_session(repo, [call("bash", command="cat calc.py"), call("submit")], tmp_path, recorder,
+    resumed, model = make_session(repo, [call("bash", command="awk 1 calc.py"), call("submit")], tmp_path, recorder,
                                   mode="full-auto")
     try:
         assert [header.id for header in resumed.recent()] == [first_id]
@@ -223,7 +240,7 @@ def test_model_and_sandbox_failures_are_explained_and_recoverable(make_repo, tmp
         session.sandbox.container.remove(force=True)
         return call("bash", command="true")
 
-    turns = [broken_model, fix_add(), kill_the_container, call("bash", command="cat calc.py"), call("submit")]
+    turns = [broken_model, fix_add(), kill_the_container, call("bash", command="awk 1 calc.py"), call("submit")]
     recorder = Recorder()
     session, model = make_session(repo, turns, tmp_path, recorder, mode="full-auto")
     try:
@@ -254,7 +271,7 @@ def test_several_candidates_then_a_follow_up_on_the_selected_one(make_repo, tmp_
     config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "trajectories"),
                     scaling={"candidates": 2, "verifiers": ["regression"], "policy": "vote",
                              "test_command": "python -c 'from calc import add; assert add(1, 2) == 3'"})
-    model = ScriptedModel([fix_add(), call("submit"), call("bash", command="cat calc.py"), call("submit")])
+    model = ScriptedModel([fix_add(), call("submit"), call("bash", command="awk 1 calc.py"), call("submit")])
     session = Session(config, model, repo=str(repo), mode="suggest", store=TrajectoryStore(tmp_path / "trajectories"),
                       ask=recorder.ask, emit=recorder.emit)
     try:

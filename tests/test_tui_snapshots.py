@@ -68,6 +68,7 @@ def assert_snapshot(name: str, text: str) -> None:
 def make_app(mode="suggest", candidates=1):
     config = Config(agent={"localize": False}, scaling={"candidates": candidates})
     session = Session(config, ScriptedModel([], name="openai/gpt-4o"), repo="/work/shop", mode=mode)
+    session.repo_problem = lambda: None  # /work/shop is a name on the screens, not a folder: as if it were fine
     return CodeagentApp(session), session
 
 

@@ -71,3 +71,43 @@ def test_solve_the_example_in_a_real_terminal(tmp_path):
         assert (tmp_path / "traj" / f"{run_id}.jsonl").exists() or list((tmp_path / "traj").rglob(f"{run_id}*"))
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+
+
+def test_an_approval_and_the_end_of_a_run_ring_the_terminal_bell(tmp_path):
+    name = f"codeagent-bell-{os.getpid()}"
+    rang = tmp_path / "rang"
+    (tmp_path / "config.yaml").write_text("{}\n")
+    env = {"CODEAGENT_CONFIG": str(tmp_path / "config.yaml"), "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "traj"),
+           "PYTHONPATH": os.getcwd()}
+    command = (" ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+               + f" {shlex.quote(sys.executable)} -m codeagent.cli solve --example cart; sleep 120")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", "sleep 1; env " + command],
+                   check=True)
+    # tmux runs its alert-bell hook for each BEL the program writes to the terminal
+    subprocess.run(["tmux", "set-hook", "-t", name, "alert-bell", f"run-shell 'echo bell >> {rang}'"], check=True)
+    pane = Pane(name)
+
+    def rings() -> int:
+        return len(rang.read_text().splitlines()) if rang.exists() else 0
+
+    try:
+        text = pane.wait_for("Run this command?", "repro.py")
+        assert "waiting for you" in text and "working" not in text.splitlines()[-1], text
+        deadline = time.monotonic() + 10
+        while rings() < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert rings() >= 1, "no bell for the approval"
+        pane.keys("y")
+        pane.wait_for("Edit shop/cart.py?")
+        pane.keys("y")
+        pane.wait_for("Run this command?", "python -m pytest")
+        before = rings()
+        pane.keys("y")
+        pane.wait_for("✓ submitted")
+        deadline = time.monotonic() + 10
+        while rings() <= before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert rings() > before, "no bell at the end of the run"
+        pane.keys("/quit", "Enter")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)

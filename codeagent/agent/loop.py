@@ -169,7 +169,7 @@ class Agent:
         emit = lambda event: self.events.emit(_stamped(event, run_id))  # noqa: E731
         provider = getattr(self.model, "provider", "")
         emit(RunStarted(task_id=task.instance_id, model=self.model.name, sandbox=sandbox.kind, replay=replay,
-                        provider=provider if isinstance(provider, str) else ""))
+                        provider=provider if isinstance(provider, str) else "", candidate_index=candidate_index))
         context = ToolContext(sandbox=sandbox, issue=task.problem_statement, settings=ToolSettings(
             command_timeout=config.limits.command_timeout, observation_chars=config.agent.observation_chars,
             review_on_submit=config.agent.review_on_submit, patch_exclude=config.patch_exclude(),

@@ -82,3 +82,8 @@ def _sed_refusal(arguments: list[str]) -> str | None:
 
 def _git_list() -> str:
     return "/".join(sorted(GIT_SUBCOMMANDS))
+
+
+def is_read_only_command(command: str) -> bool:
+    """True when every part of the line only reads (no refusal): the TUI runs it without asking."""
+    return refusal(command) is None

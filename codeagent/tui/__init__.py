@@ -3,17 +3,18 @@
 Importing this package does not import Textual: `run_tui` does, when it is called.
 
     session.py   the session logic (start, follow-ups, approvals, undo, apply, resume), no Textual;
-                 its parts: session_turn.py (one turn: a run or N candidates), session_patch.py
-                 (/undo, /apply), worker.py (the one background thread), sandbox_slot.py (its sandbox),
+                 its parts: session_turn.py (one turn: a run or N candidates; /candidates pick),
+                 session_compact.py (/compact), session_patch.py (/undo, /apply), worker.py (the one background thread), sandbox_slot.py (its sandbox),
                  session_events.py, data/ (stats.py: Stats.observe; patch_history.py: /undo), and
                  trajectory/sessions.py (saved sessions for /resume)
     approval.py  approval modes, "always allow" rules and the Approver that asks, no Textual
     trust_screen.py  the question asked before the app when a repository's config needs trust
-    session_text.py  the exit summary (with how to resume) and /resume's titles
+    session_text.py  the exit summary (with how to resume) and /resume's rows
     approval_rules.py  "always allow" rules saved per repository in the user's folder; /rules
     commands.py  slash commands, no Textual
     app.py       the App: wires the widgets below to a Session
-    transcript.py, diff_panel.py, status_bar.py, approval_screen.py, candidates.py, prompt.py
+    transcript.py, diff_panel.py (and PatchScreen), status_bar.py, approval_screen.py, candidates.py,
+    prompt.py, completion_menu.py (the / and @ popup), pick_screen.py (/resume's and /candidates' lists)
 """
 
 from __future__ import annotations

@@ -14,11 +14,13 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.message import Message
 
 from ..events import Event
 from ..models import ModelConfigError, ModelError
 from ..run.commands import CustomCommand, custom_commands, find_command
+from ..run.printers import patch_stats
 from ..task import Task
 from ..trajectory.store import TrajectoryError
 from .approval import MODES, ApprovalRequest, Decision, next_mode
@@ -26,13 +28,15 @@ from .approval_rules import rules_command
 from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
 from .commands import COMMANDS, SlashCommand, help_text, model_switch, parse, plan_mode, plan_notice, resolve
-from .diff_panel import DiffPanel
+from .completion_menu import CompletionMenu
+from .diff_panel import DiffPanel, PatchScreen
+from .pick_screen import PickScreen
 from .prompt import PromptInput
 from .session import Session
-from .session_text import session_title
+from .session_text import SESSION_COLUMNS, session_row
 from .status_bar import StatusBar
 from .transcript import Transcript
-from .user_message import completer, init_request, prepare
+from .user_message import completer, init_request, prepare, repo_files
 
 DOUBLE_PRESS_SECONDS = 2.0
 WIDE = 110  # columns from which the patch is shown beside the transcript
@@ -98,6 +102,9 @@ class CodeagentApp(App[int]):
         self.candidates = CandidatesPanel(id="candidates")
         self.prompt = PromptInput(id="prompt", placeholder="Describe the issue to solve · Enter sends · /help")
         self.prompt.complete_path = completer(session)  # @path mentions
+        self.menu = CompletionMenu(id="menu")  # commands and paths as they are typed
+        self.prompt.menu = self.menu
+        self.prompt.list_paths = lambda: repo_files(session).paths
         self.status_bar = StatusBar(id="status")
 
     # -- layout --------------------------------------------------------------------------------
@@ -107,15 +114,13 @@ class CodeagentApp(App[int]):
             yield self.transcript
             yield self.diff
         yield self.candidates
+        yield self.menu
         yield self.prompt
         yield self.status_bar
 
     def on_mount(self) -> None:
         session = self.session
-        self.transcript.add_welcome(
-            f"codeagent · {session.repo} · model {session.model_name} · {session.mode} mode\n"
-            "Describe the issue to solve and press Enter; while the agent works you can send more. "
-            "/help lists the commands.")
+        self._welcome = self.transcript.add_welcome(self._welcome_text())
         if session.model is None:
             self.transcript.add_notice("No model is configured: choose one with /model NAME (e.g. /model gpt-4o), "
                                        "or set model.name in ~/.config/codeagent/config.yaml.", "warning")
@@ -181,6 +186,7 @@ class CodeagentApp(App[int]):
         elif kind == "finished":
             self._set_patch(event.patch)
             transcript.show_finished(event)
+            self._alert(f"The run ended: {event.exit_status}.")
         elif kind == "notice":
             transcript.add_notice(event.text, event.level)
         elif kind == "resumed":
@@ -195,9 +201,19 @@ class CodeagentApp(App[int]):
         request = message.request
         if request.answered or self._quitting:
             return
+        self._alert(f"Waiting for you: {request.title}")
+        self._refresh_status()
+
+        def answered(decision: Decision | None) -> None:
+            request.answer(decision or Decision("deny"))
+            self._refresh_status()
+
+        self.push_screen(ApprovalScreen(request), answered)
+
+    def _alert(self, text: str) -> None:
+        """The terminal's bell and a notification: the user may be looking at another window."""
         self.bell()
-        self.push_screen(ApprovalScreen(request),
-                         lambda decision: request.answer(decision or Decision("deny")))
+        self.notify(text, timeout=4)
 
     # -- the user ------------------------------------------------------------------------------
 
@@ -318,19 +334,62 @@ class CodeagentApp(App[int]):
             f"${stats.cost:.4f} · model {self.session.model_name}"
             + ("" if stats.cost else " (a replayed or unpriced model costs $0)"))
 
+    def _command_compact(self, argument: str) -> None:
+        self.session.compact()
+
     def _command_candidates(self, argument: str) -> None:
-        self.candidates.toggle_class("-shown")
+        """No argument: a picker of the candidates, each opening its patch; `pick N` chooses N."""
+        words = argument.split()
+        if words[:1] == ["pick"]:
+            if len(words) != 2 or not words[1].isdigit():
+                self.transcript.add_notice("Say /candidates pick N (N as numbered in the panel, from 0).", "warning")
+                return
+            self.session.pick_candidate(int(words[1]))
+            return
+        if argument:
+            self.transcript.add_notice(f"/candidates {argument}: say /candidates or /candidates pick N.", "warning")
+            return
+        self.candidates.add_class("-shown")
         self.candidates.refresh_table()
+        if not self.session.candidates:
+            self.transcript.add_notice("No scored candidates yet: their patches can be opened once they are verified "
+                                       "(the panel below follows them).")
+            return
+        self._pick_candidate_patch()
+
+    def _pick_candidate_patch(self) -> None:
+        chosen = {c.index for c in self.candidates.candidates.values() if c.selected}
+        rows = []
+        for index, candidate in sorted(self.session.candidates.items()):
+            added, removed, files = patch_stats(candidate.patch) if candidate.patch.strip() else (0, 0, 0)
+            scores = " ".join(f"{name}={value:.2f}" for name, value in candidate.scores.items()
+                              if isinstance(value, (int, float)))
+            rows.append((str(index), f"{index:>3}  {candidate.exit_status or 'failed':<16}  {files} file(s) +{added} "
+                                     f"-{removed}  {scores}" + ("  ← selected" if index in chosen else "")))
+        picker = PickScreen("Candidates: Enter opens one's patch", "  #  status            patch  scores", rows,
+                            "↑↓ choose · Enter opens the patch · Esc closes · /candidates pick N chooses one")
+
+        def opened(key: str | None) -> None:
+            if key is None:
+                return
+            index = int(key)
+            patch = self.session.candidates[index].patch
+            self.push_screen(PatchScreen(f"Candidate {index}'s patch", patch,
+                                         f"Esc: back to the candidates · /candidates pick {index} makes it the chosen "
+                                         "patch (what /apply applies)"), lambda _: self._pick_candidate_patch())
+
+        self.push_screen(picker, opened)
 
     def _command_resume(self, argument: str, follow_up: str | None = None) -> None:
         if not argument:
-            recent = self.session.recent(10)
-            if not recent:
+            rows = [(header.id, session_row(header, steps, status))
+                    for header, steps, status in self.session.recent_details()]
+            if not rows:
                 self.transcript.add_notice(f"No saved session for {self.session.repo}.")
                 return
-            lines = [f"  {session_title(header)}" for header in recent]
-            self.transcript.add_notice("Saved sessions for this repository (newest first):\n" + "\n".join(lines)
-                                       + "\n/resume ID (or a prefix), or /resume last")
+            picker = PickScreen("Resume a session of this repository (newest first)", SESSION_COLUMNS, rows,
+                                "↑↓ choose · Enter resumes it in a new sandbox · Esc closes · /resume ID also works")
+            self.push_screen(picker, lambda chosen: chosen and self._command_resume(chosen))
             return
         try:
             self.session.resume(argument, follow_up=follow_up)
@@ -453,8 +512,16 @@ class CodeagentApp(App[int]):
         if self.transcript.is_vertical_scroll_end:  # the end stays in view whatever the new line breaks
             self.call_after_refresh(self.transcript.scroll_end, animate=False, immediate=True)
 
+    def _welcome_text(self) -> str:
+        session = self.session
+        return (f"codeagent · {session.repo} · model {session.model_name} · {session.mode} mode\n"
+                "Describe the issue to solve and press Enter; while the agent works you can send more. "
+                "/help lists the commands.")
+
     def _refresh_status(self) -> None:
         self.status_bar.show(self.session.status())
+        if self._welcome.is_attached:  # the header says the mode and model of now, not of the start
+            self._welcome.update(Content(self._welcome_text()))
 
 
 def _model_label(model) -> str:

@@ -2,7 +2,8 @@
 
 Three modes, as in other terminal agents: `suggest` asks before every command and every edit,
 `auto-edit` lets edits run and asks before commands, `full-auto` never asks (the sandbox is the
-guard). Reads (viewing files, search, code navigation, submit) never ask.
+guard). Reads (viewing files, search, code navigation, submit) never ask, nor do read-only shell
+commands (`ls`, `cat`, `git diff` ...: tools/read_only_commands.py).
 
 "Always allow" remembers the command prefixes of a shell command (`git status`, `python -m pytest`,
 `ls` ...), the path of an edit, or a tool; with `SavedRules` (approval_rules.py) they are kept for
@@ -24,6 +25,7 @@ from typing import Any
 
 from ..agent.loop import Approval
 from ..models import ToolCall
+from ..tools.read_only_commands import is_read_only_command
 from ..tools.registry import read_only_tools
 from ..tools.shell_words import ASSIGNMENT, command_prefixes
 from .approval_rules import Rule, SavedRules
@@ -117,7 +119,10 @@ class ApprovalPolicy:
             return self.mode == "suggest" and _edit_path(arguments) not in self.paths
         if tool != "bash":
             return tool not in self.tools
-        prefixes = command_prefixes(str(arguments.get("command", "")))
+        command = str(arguments.get("command", ""))
+        if is_read_only_command(command):  # ls, cat, git diff ... run in the sandbox without asking
+            return False
+        prefixes = command_prefixes(command)
         return prefixes is None or not all(self._allowed(prefix) for prefix in prefixes)
 
     def _allowed(self, prefix: tuple[str, ...]) -> bool:
@@ -268,6 +273,12 @@ class Approver:
         if decision.kind == "always":
             self.policy.remember(call.name, call.arguments)
         return Approval(True) if decision.allowed else Approval(False, decision.reason)
+
+    @property
+    def waiting(self) -> bool:
+        """A request waits for the user's answer."""
+        with self._lock:
+            return any(not request.answered for request in self._pending)
 
     def deny_pending(self, reason: str) -> None:
         with self._lock:

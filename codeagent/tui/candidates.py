@@ -1,16 +1,19 @@
 """Each candidate run's progress, exit status, verifier scores, and the one selected.
 
-Candidates are told apart by the `run_id` every event carries. The panel follows RunStarted,
-StepStarted and Finished of each run, then the scaling module's CandidateScored (index, exit
-status, verifier scores) and SelectionMade (the chosen index and why). With one candidate (no
-scaling) it is one row per run of the session.
+Candidates are told apart by the `run_id` every event carries. The panel follows RunStarted (with
+the candidate's index), StepStarted and Finished of each run, then the scaling module's
+CandidateScored (index, exit status, verifier scores) and SelectionMade (the chosen index and why:
+which score or tie-break decided, or that the user picked it). One line per candidate:
+`running step k`, `done`, then `scored`. With one candidate (no scaling) it is one line per run of
+the session.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rich.table import Table
+from rich.console import Group
+from rich.text import Text
 from textual.widgets import Static
 
 from ..events import (
@@ -29,9 +32,27 @@ class Candidate:
     run_id: str
     index: int
     steps: int = 0
+    phase: str = "running"  # running | done | scored
     status: str = "running"
     scores: dict[str, float] = field(default_factory=dict)
     selected: bool = False
+
+    def line(self) -> Text:
+        text = Text(f"candidate {self.index}", style="bold")
+        if self.phase == "running":
+            text.append(f" · running step {max(self.steps, 1)}", style="yellow")
+        else:
+            style = "green" if self.status == ExitStatus.SUBMITTED else "red"
+            text.append(f" · {self.phase}: ", style="dim")
+            text.append(self.status, style=style)
+            text.append(f" · {self.steps} steps", style="dim")
+        if self.scores:
+            text.append(" · " + " ".join(f"{name}={value:.2f}" if isinstance(value, (int, float)) else f"{name}={value}"
+                                         for name, value in self.scores.items()))
+        if self.selected:
+            text.append("  ← selected", style="bold green")
+        text.append(f"  ({self.run_id[-8:]})", style="dim")
+        return text
 
 
 class CandidatesPanel(Static):
@@ -61,13 +82,16 @@ class CandidatesPanel(Static):
                 return
             candidate = self.candidates[run_id] = Candidate(run_id, len(self.candidates))
         if isinstance(event, RunStarted):
-            candidate.status = "running"
+            candidate.phase = candidate.status = "running"
+            if event.candidate_index is not None:  # candidates run side by side: arrival order is not theirs
+                candidate.index = event.candidate_index
         elif isinstance(event, StepStarted):
             candidate.steps = event.step + 1
         elif isinstance(event, Finished):
-            candidate.status = event.exit_status
+            candidate.phase, candidate.status = "done", event.exit_status
         elif isinstance(event, CandidateScored):
             candidate.index = event.index
+            candidate.phase = "scored"
             candidate.status = event.exit_status or candidate.status
             candidate.scores.update(event.scores)
         self.refresh_table()
@@ -78,22 +102,10 @@ class CandidatesPanel(Static):
         return candidate.index if candidate is not None else "?"
 
     def refresh_table(self) -> None:
-        table = Table(box=None, expand=True, padding=(0, 1), header_style="bold")
-        for column in ("#", "run", "steps", "status", "scores", ""):
-            table.add_column(column, no_wrap=column != "scores")
-        for candidate in sorted(self.candidates.values(), key=lambda c: c.index):
-            scores = " ".join(f"{name}={value:.2f}" if isinstance(value, (int, float)) else f"{name}={value}"
-                              for name, value in candidate.scores.items())
-            style = "green" if candidate.status == ExitStatus.SUBMITTED else ("yellow" if candidate.status == "running" else "red")
-            table.add_row(str(candidate.index), candidate.run_id[-8:], str(candidate.steps),
-                          f"[{style}]{candidate.status}[/]", scores or "-", "[bold green]selected[/]" if candidate.selected else "")
+        lines = [candidate.line() for candidate in sorted(self.candidates.values(), key=lambda c: c.index)]
         if self.why:
-            from rich.console import Group
-            from rich.text import Text
-
-            self.update(Group(table, Text(f"selected: {self.why}", style="dim")))
-        else:
-            self.update(table)
+            lines.append(Text(f"selected: {self.why}", style="dim"))
+        self.update(Group(*lines))
 
     def reset(self) -> None:
         self.candidates.clear()

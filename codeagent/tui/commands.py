@@ -15,7 +15,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "undo": ("", "revert the agent's last change to the files"),
     "apply": ("[PATH]", "apply the patch to your working tree (or PATH)"),
     "cost": ("", "tokens, cost and steps so far"),
-    "candidates": ("", "show or hide the candidates panel"),
+    "compact": ("", "summarize the conversation to free context"),
+    "candidates": ("[pick N]", "open each candidate's patch, or choose one"),
     "resume": ("[ID|last]", "list saved sessions, or continue one"),
     "rules": ("[remove N]", "list the saved allow-rules, or drop one"),
     "clear": ("", "forget this task (it stays saved); start anew"),
@@ -60,17 +61,27 @@ def resolve(name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+HELP_COLUMN = 20  # the usage column of /help
+
+
 def help_text(extra: list[tuple[str, str, str]] = (), custom: list[tuple[str, str, str]] = ()) -> str:
     """The commands, then `extra` ones (name, arguments, what: MCP servers' prompts), the custom commands
-    (run/commands.py: name, argument hint, description), then the keys."""
+    (run/commands.py: name, argument hint, description), then the keys. A usage longer than the
+    column takes its own line: the help reads at 80 columns."""
     listed = [*((name, args, what) for name, (args, what) in COMMANDS.items()), *extra]
-    width = max(len(f"/{name} {args}".strip()) for name, args, _ in [*listed, *custom])
+    width = min(HELP_COLUMN, max(len(f"/{name} {args}".strip()) for name, args, _ in [*listed, *custom]))
+
+    def entry(name: str, args: str, what: str) -> list[str]:
+        usage = f"/{name} {args}".strip()
+        return [f"  {usage}", f"  {'':<{width}}  {what}"] if len(usage) > width else [f"  {usage:<{width}}  {what}"]
+
     lines = ["Commands:"]
     for name, args, what in listed:
-        lines.append(f"  {f'/{name} {args}'.strip():<{width}}  {what}")
+        lines += entry(name, args, what)
     if custom:
         lines.append("Custom commands:")
-        lines.extend(f"  {f'/{name} {args}'.strip():<{width}}  {what}" for name, args, what in custom)
+        for name, args, what in custom:
+            lines += entry(name, args, what)
     lines.append("Keys:")
     key_width = max(len(key) for key, _ in KEYS)
     lines.extend(f"  {key:<{key_width}}  {what}" for key, what in KEYS)

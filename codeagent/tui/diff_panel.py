@@ -1,14 +1,19 @@
-"""The patch against the base commit, syntax-highlighted, updated as the agent edits."""
+"""The patch against the base commit, syntax-highlighted, updated as the agent edits; and one patch
+in full over the conversation (PatchScreen: a candidate's)."""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from pygments.lexers import get_lexer_for_filename
 from pygments.util import ClassNotFound
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
-from textual.containers import VerticalScroll
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from .. import patches
@@ -101,3 +106,33 @@ class DiffPanel(VerticalScroll):
         added, removed, files = patch_stats(patch)
         self._header.update(Content(f"Patch against the base commit · {files} file(s) · +{added} -{removed}"))
         self._body.update(diff_content(patch, dark=self.app.current_theme.dark))
+
+
+class PatchScreen(ModalScreen[None]):
+    """One patch in full, over the conversation (a candidate's, from /candidates); Esc closes it."""
+
+    DEFAULT_CSS = """
+    PatchScreen { align: center middle; }
+    PatchScreen > #dialog { width: 100%; max-width: 140; height: 100%; border: round $accent;
+                            background: $surface; padding: 0 1; }
+    PatchScreen #title { text-style: bold; }
+    PatchScreen #hint { color: $text-muted; }
+    PatchScreen VerticalScroll { height: 1fr; }
+    """
+    BINDINGS: ClassVar[list[Binding]] = [Binding("escape,q", "close", "close")]
+
+    def __init__(self, title: str, patch: str, hint: str):
+        super().__init__()
+        self.title_text, self.patch, self.hint = title, patch, hint
+
+    def compose(self):
+        added, removed, files = patch_stats(self.patch)
+        with Vertical(id="dialog"):
+            yield Static(Content(f"{self.title_text} · {files} file(s) · +{added} -{removed}"), id="title")
+            with VerticalScroll():
+                yield Static(diff_content(self.patch, dark=self.app.current_theme.dark) if self.patch.strip()
+                             else Content("(no changes)"))
+            yield Static(Content(self.hint), id="hint")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -25,6 +25,7 @@ from ..agent.loop import Agent, Approval
 from ..config import Config
 from ..events import Event, EventBus, PatchChanged, RunStarted
 from ..models import Model, ToolCall
+from ..models.tokens import estimate_tokens
 from ..run.solve import start_from_working_tree
 from ..run.telemetry import subscribe_telemetry
 from ..sandbox import SandboxError, WorkspaceError, snapshot
@@ -33,7 +34,7 @@ from ..status import LIMITS, ExitStatus
 from ..task import Task
 from ..trajectory.sessions import SessionHeader, find_session, recent_sessions
 from ..trajectory.store import TrajectoryStore
-from . import session_patch, session_turn
+from . import session_compact, session_patch, session_turn
 from .approval import ApprovalPolicy, ApprovalRequest, Approver, check_mode
 from .approval_rules import SavedRules
 from .data.patch_history import PatchHistory
@@ -87,6 +88,7 @@ class Session:
         self.last_status: str | None = None
         self.scaling = False  # sampling several candidates (config.scaling.candidates > 1), first turn only
         self.candidate_runs: set[str] = set()  # their run ids (the UI shows one of them live)
+        self.candidates: dict = {}  # index -> scaling Candidate (its patch, scores), once they are scored
         self.ran_agent = False
         if any(server.enabled for server in config.mcp.servers.values()):  # their prompts are slash commands
             threading.Thread(target=self.agent.open_tools, name="mcp-start", daemon=True).start()
@@ -124,6 +126,8 @@ class Session:
     def status(self) -> dict[str, Any]:
         return {"model": self.model_name, "steps": self.stats.steps, "tokens": self.stats.tokens,
                 "cost": self.stats.cost, "sandbox": self.slot.state, "mode": self.policy.mode, "busy": self.busy,
+                "waiting": self.approver.waiting,
+                "context": self.stats.context, "context_limit": self.config.model.context_tokens,
                 "plan": self.agent.mode == "plan",
                 "trajectory": self.trajectory_id, "replay": self.replay}
 
@@ -137,6 +141,18 @@ class Session:
     def recent(self, limit: int = 10) -> list[SessionHeader]:
         """This repository's latest sessions, newest first."""
         return recent_sessions(self.store, self.repo, limit)
+
+    def recent_details(self, limit: int = 20) -> list[tuple[SessionHeader, int | str, str | None]]:
+        """For /resume's picker: each recent session's header, its steps and how it ended."""
+        rows = []
+        for header in self.recent(limit):
+            try:
+                trajectory = self.store.load(header.id)
+                steps, status = len(trajectory.steps), trajectory.exit_status
+            except Exception:  # a damaged file: listed, and resuming it says what is wrong
+                steps, status = "?", "unreadable"
+            rows.append((header, steps, status))
+        return rows
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -236,6 +252,14 @@ class Session:
             return False
         return self._try_launch("/apply", session_patch.apply, self, target)
 
+    def compact(self) -> bool:
+        """Replace the conversation so far by a summary the model writes (session_compact.py)."""
+        return self._try_launch("/compact", session_compact.compact, self)
+
+    def pick_candidate(self, index: int) -> bool:
+        """Make candidate `index` the session's run and patch (session_turn.pick)."""
+        return self._try_launch("/candidates pick", session_turn.pick, self, index)
+
     def clear(self) -> bool:
         """Forget the current task and close its sandbox; the next message starts a new task."""
         return self._try_launch("/clear", self._clear)
@@ -332,6 +356,7 @@ class Session:
         self.stats, self.notes = stats or Stats(), []
         self.applied: tuple[str, str] | None = None  # where /apply (or write-through) last wrote, and which patch
         self.resumed_patch = patch or None  # a reopened session's patch: perhaps applied in an earlier process
+        self.compaction: session_compact.Compaction | None = None  # /compact's view of the conversation
         self.history.reset(patch)
 
     def _start(self, task: Task) -> None:
@@ -357,6 +382,7 @@ class Session:
         self.trajectory_id = trajectory.id
         self.trajectory_path = str(self.store.path_for(trajectory.id))
         self._reset(Stats.from_totals(trajectory.totals), trajectory.patch or "")
+        self.stats.context = estimate_tokens(trajectory.messages)
         self.last_status = trajectory.exit_status
         self.emit(Resumed(run_id=trajectory.id, trajectory=trajectory))
         self.slot.open(self.task, trajectory.patch or "")
@@ -369,6 +395,7 @@ class Session:
         previous = self.trajectory_id
         self.slot.drop("none")
         self.task = self.trajectory_id = self.trajectory_path = self.last_status = None
+        self.candidates = {}
         self._reset()
         while not self.agent.inbox.empty():
             self.agent.inbox.get_nowait()

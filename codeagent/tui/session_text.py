@@ -39,6 +39,15 @@ def exit_summary(session: Session) -> str | None:
     return "\n".join(lines)
 
 
+SESSION_COLUMNS = f"{'started':<16}  {'steps':>5}  {'status':<18}  title"
+
+
+def session_row(header: SessionHeader, steps: int | str, status: str | None) -> str:
+    """/resume's picker: date, steps, how it ended, and the issue's first line."""
+    issue = " ".join(visible(header.issue).split()) or "(no issue text)"
+    return f"{header.created[:16]:<16}  {steps!s:>5}  {visible(status or 'unfinished')[:18]:<18}  {issue}"
+
+
 def session_title(header: SessionHeader, limit: int = TITLE_CHARS) -> str:
     """`id  issue`, the issue on one line and cut with an ellipsis."""
     issue = " ".join(visible(header.issue).split())

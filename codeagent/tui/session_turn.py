@@ -5,11 +5,13 @@ the Session (not imported: it imports this)."""
 from __future__ import annotations
 
 from ..config import Config
+from ..events import SelectionMade
 from ..models import ModelError
 from ..run.solve import preflight, samples_candidates, write_patch_file
 from ..sandbox import SandboxError
 from ..status import ExitStatus
 from ..task import Task
+from .session_compact import view
 from .session_events import Resumed, SamplingStarted
 
 
@@ -35,6 +37,7 @@ def run_candidates(session) -> None:
     finally:
         session.scaling = False
     result = outcome.result
+    session.candidates = {c.index: c for c in outcome.scaling.candidates} if outcome.scaling else {}
     session.last_status = result.exit_status
     if not result.trajectory_id:
         session.notice(f"No candidate is usable: {result.message}. Send a message to try again.", "error")
@@ -47,8 +50,38 @@ def run_candidates(session) -> None:
     session.emit(Resumed(run_id=trajectory.id, trajectory=trajectory))  # the transcript shows the selected one
     index = trajectory.candidate_index or 0  # numbered from 0, as in the panel and the selection's reasons
     session.notice(f"Selected candidate {index} (of {count}, numbered from 0): {result.message}\n"
-                   "Review it with /diff, /apply it, or type a follow-up to continue it (in a new sandbox).",
-                   "success")
+                   "Review it with /diff, /apply it, or type a follow-up to continue it (in a new sandbox). "
+                   "/candidates shows each candidate's patch; /candidates pick N chooses another.", "success")
+
+
+def pick(session, index: int) -> None:
+    """`/candidates pick N`: candidate N becomes the session's run: its patch is what /diff shows and
+    /apply applies, and a follow-up continues its conversation (in a new sandbox with its patch)."""
+    candidate = session.candidates.get(index)
+    if candidate is None:
+        numbers = ", ".join(str(number) for number in sorted(session.candidates)) or "none"
+        session.notice(f"/candidates pick {index}: no such candidate (candidates: {numbers}).", "warning")
+        return
+    if not candidate.trajectory_id or not candidate.patch.strip():
+        session.notice(f"/candidates pick {index}: candidate {index} has no patch ({candidate.exit_status or 'failed'})"
+                       "; choose another.", "warning")
+        return
+    trajectory = session.store.load(candidate.trajectory_id)
+    session.slot.drop("none")  # the next turn opens a sandbox with this patch
+    session.trajectory_id, session.trajectory_path = trajectory.id, str(session.store.path_for(trajectory.id))
+    session.stats.steps = trajectory.totals.steps
+    session.history.reset(candidate.patch)
+    session.compaction = None  # /apply keeps what it last wrote: the next one writes the difference
+    session.last_status = trajectory.exit_status
+    try:
+        write_patch_file(session.patch_file, candidate.patch)
+    except OSError:
+        pass
+    session.emit(Resumed(run_id=trajectory.id, trajectory=trajectory))
+    session.emit(SelectionMade(policy="user", chosen=index, why=f"candidate {index}: picked by you (/candidates pick "
+                               f"{index}) over the policy's choice"))
+    session.notice(f"Candidate {index} is now the chosen patch: /diff shows it, /apply applies it, and a follow-up "
+                   "continues it.", "success")
 
 
 def run_agent(session, follow_up: str | None = None) -> None:
@@ -71,6 +104,8 @@ def run_agent(session, follow_up: str | None = None) -> None:
         session.slot.open(session.task, session.patch)
     session.ran_agent = True
     resume = session.store.load(session.trajectory_id) if session.trajectory_id else None
+    if resume is not None:
+        resume = view(session, resume)  # after /compact: the summary, not the whole conversation
     localization = "" if resume else localize(session, session.task)  # the first turn's hint
     if session.notes:
         follow_up = "\n\n".join(session.notes + ([follow_up] if follow_up else []))

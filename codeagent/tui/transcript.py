@@ -140,7 +140,10 @@ class ToolBlock(Collapsible):
         self.title = self._label()
 
     def finish(self, event: Observed) -> None:
-        if event.interrupted:
+        if event.approval == "reject":  # someone's choice (the user's, a hook's), not a failure
+            source = "" if event.approval_source in ("user", "") else f" ({event.approval_source})"
+            status, style = f"denied{source}", "bold magenta"
+        elif event.interrupted:
             status, style = f"interrupted · {event.seconds:.2f}s", "yellow"
         elif event.timed_out:
             status, style = f"timed out · {event.seconds:.2f}s", "red"
@@ -239,8 +242,10 @@ class Transcript(VerticalScroll):
     def add_notice(self, text: str, level: str = "info") -> None:
         self._add(Static(Content.styled(visible(text), LEVEL_STYLES.get(level, "")), classes=f"notice -{level}"))
 
-    def add_welcome(self, text: str) -> None:
-        self._add(Static(Content(text), classes="welcome"))
+    def add_welcome(self, text: str) -> Static:
+        welcome = Static(Content(text), classes="welcome")
+        self._add(welcome)
+        return welcome
 
     def show_run_started(self, event: RunStarted) -> None:
         if event.replay:

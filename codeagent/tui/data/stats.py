@@ -14,6 +14,7 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    context: int = 0  # tokens the conversation takes in the model's window: the last call's prompt and reply
 
     @classmethod
     def from_totals(cls, totals: Totals) -> Stats:
@@ -32,3 +33,4 @@ class Stats:
             self.prompt_tokens += event.prompt_tokens or 0
             self.completion_tokens += event.completion_tokens or 0
             self.cost += event.cost or 0.0
+            self.context = (event.prompt_tokens or 0) + (event.completion_tokens or 0) or self.context
