@@ -282,6 +282,23 @@ def test_a_patch_applies_on_the_environment_as_built(edited_task, tmp_path, name
         assert sorted(report["tests_status"]["PASS_TO_PASS"]["success"]) == edited_task.PASS_TO_PASS
 
 
+def test_the_agents_diff_in_an_edited_environment_holds_only_its_own_change(edited_task, tmp_path):
+    """The environment's edit is committed into the instance image's base (as the official images do),
+    so a diff made in that environment, the agent's, does not carry it and applies where it is graded."""
+    from codeagent.sandbox.docker import DockerSandbox
+    from codeagent.sandbox.workspace import snapshot
+
+    report = grade_task(edited_task, "", tmp_path)
+    with DockerSandbox(snapshot(edited_task.repo, edited_task.base_commit),
+                       prepared_image=report["images"]["instance"]) as box:
+        assert box.run("cat mode.cfg").output == "mode = fast\n"
+        box.write_file("calc.py", SOURCE.replace("return a - b", "return a + b"))
+        patch = box.diff()
+    assert "calc.py" in patch and "mode.cfg" not in patch
+    graded = grade_task(edited_task, patch, tmp_path / "again")
+    assert graded["outcome"] == "resolved" and graded["patch_applied_with"] == "git apply --verbose"
+
+
 def test_second_run_builds_nothing(task, tmp_path):
     grade_task(task, GOLD, tmp_path / "first")
     report = grade_task(task, GOLD, tmp_path / "second")
