@@ -86,6 +86,7 @@ async def drive(server, tmp_path, editor, flags, body):
 
 def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(server, make_repo, tmp_path):
     repo = make_repo({"app.py": "print('hello')\n"})
+    (tmp_path / "no-user-config.yaml").write_text("agent:\n  write_through: true\n")  # even so: not written
     server.replies += [
         scripted(1, ["Let me ", "look."], [call("bash", {"command": "cat app.py"})], "tool_calls"),
         scripted(2, ["Again."], [call("bash", {"command": "cat app.py"})], "tool_calls"),
@@ -127,6 +128,8 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
     rejected = json.dumps(server.requests[1]["body"]["messages"])
     assert "reject" in rejected.lower()  # the model was told its command was not run
 
+    patch_file = text.rsplit("`git apply ", 1)[1].split("`")[0]  # the change is handed over, not written
+    assert "+print('world')" in open(patch_file).read()
     assert (repo / "app.py").read_text() == "print('hello')\n"  # the sandbox changed, not the user's files
     assert git(repo, "status", "--porcelain") == ""
 

@@ -93,6 +93,7 @@ class CodeagentAgent:
             asyncio.run_coroutine_threadsafe(self._ask(session_id, request), self.loop)
 
         session = Session(config, model, repo=cwd, mode=self.mode, replay=replay, ask=ask, emit=emit)
+        session.write_through = False  # the editor's files are never written: the patch is handed over
         problem = session.repo_problem()
         if problem:
             session.close()
@@ -124,6 +125,10 @@ class CodeagentAgent:
                 raise acp.RequestError.internal_error({"message": f"the session did not take the prompt ({outcome})"})
             while (update := await live.turn.get()) is not END:
                 await self.conn.session_update(session_id=session_id, update=update)
+            if live.session.patch and live.session.patch_file:
+                await self.conn.session_update(session_id=session_id, update=acp.update_agent_message_text(
+                    f"\n\nThe change so far is in {live.session.patch_file} (your files are untouched): "
+                    f"`git apply {live.session.patch_file}` applies it."))
         finally:
             live.turn = None
         return schema.PromptResponse(stop_reason=stop_reason(live.session.last_status, live.cancelled))
