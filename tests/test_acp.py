@@ -93,6 +93,7 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
         scripted(3, [], [call("editor", {"command": "str_replace", "path": "/testbed/app.py",
                                       "old_str": "hello", "new_str": "world"})], "tool_calls"),
         scripted(4, ["Done: it ", "greets the world."]),
+        scripted(5, ["You are welcome."]),
     ]
     editor = Editor(answers=["reject", "once", "once"])
 
@@ -100,6 +101,11 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
         session = await conn.new_session(cwd=str(repo), mcp_servers=[])
         assert session.modes.current_mode_id == "suggest"
         reply = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Greet the world.")])
+        count = len(editor.updates)
+        follow_up = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Thanks.")])
+        assert follow_up.stop_reason == "end_turn"
+        later = "".join(u.content.text for u in editor.updates[count:] if u.session_update == "agent_message_chunk")
+        assert "You are welcome." in later  # the same session goes on
         return reply
 
     reply = asyncio.run(drive(server, tmp_path, editor, [], body))
@@ -154,3 +160,25 @@ def test_cancel_ends_a_long_command_with_the_cancelled_stop_reason(server, make_
     assert [u.status for u in editor.of("tool_call_update") if u.tool_call_id == sleeping.tool_call_id] == ["failed"]
     assert git(repo, "status", "--porcelain") == ""
     # the agent process has exited: no_leaks checks that its sandbox container is gone
+
+
+def test_a_limit_ends_the_turn_with_max_turn_requests(server, make_repo, tmp_path):
+    repo = make_repo({"app.py": "print('hello')\n"})
+    server.replies += [scripted(1, ["Looking."], [call("bash", {"command": "ls"})], "tool_calls")]
+    editor = Editor()
+
+    async def body(conn):
+        session = await conn.new_session(cwd=str(repo), mcp_servers=[])
+        return await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Look.")])
+
+    reply = asyncio.run(drive(server, tmp_path, editor, ["--approval-mode", "full-auto", "--set", "limits.max_steps=1"],
+                              body))
+    assert reply.stop_reason == "max_turn_requests"
+
+
+def test_the_prompt_text_carries_attached_files():
+    from codeagent.acp.server import prompt_text
+
+    blocks = [acp.text_block("Fix it."), acp.resource_block(acp.embedded_text_resource("file:///r/a.py", "x = 1\n")),
+              acp.resource_link_block("b.py", "file:///r/b.py")]
+    assert prompt_text(blocks) == "Fix it.\n\nAttached file:///r/a.py:\n```\nx = 1\n```\n\n(attached: file:///r/b.py)"

@@ -204,7 +204,7 @@ def prompt_text(blocks: list) -> str:
         elif kind == "resource_link":
             parts.append(f"(attached: {block.uri})")
         elif kind == "resource" and getattr(block.resource, "text", None) is not None:
-            parts.append(f"Attached {block.resource.uri}:\n```\n{block.resource.text}\n```")
+            parts.append(f"Attached {block.resource.uri}:\n```\n{block.resource.text.rstrip()}\n```")
     return "\n\n".join(parts)
 
 
