@@ -182,3 +182,28 @@ def test_the_prompt_text_carries_attached_files():
     blocks = [acp.text_block("Fix it."), acp.resource_block(acp.embedded_text_resource("file:///r/a.py", "x = 1\n")),
               acp.resource_link_block("b.py", "file:///r/b.py")]
     assert prompt_text(blocks) == "Fix it.\n\nAttached file:///r/a.py:\n```\nx = 1\n```\n\n(attached: file:///r/b.py)"
+
+
+def test_a_session_on_a_missing_folder_or_without_a_model_is_refused_with_the_reason(server, tmp_path):
+    editor = Editor()
+
+    async def missing(conn):
+        with pytest.raises(acp.RequestError) as refused:
+            await conn.new_session(cwd=str(tmp_path / "typo"), mcp_servers=[])
+        return refused.value
+
+    assert "not an absolute path to a folder" in str(asyncio.run(drive(server, tmp_path, editor, [], missing)).data)
+
+    async def no_model(conn):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        with pytest.raises(acp.RequestError) as refused:
+            await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        return refused.value
+
+    async def run():
+        with open(tmp_path / "agent.err", "wb") as stderr:
+            async with acp.spawn_agent_process(editor, sys.executable, "-m", "codeagent.cli", "acp",
+                                               env=agent_env(tmp_path), transport_kwargs={"stderr": stderr}) as (conn, _):
+                return await no_model(conn)
+
+    assert "no model configured" in str(asyncio.run(run()).data)

@@ -69,20 +69,27 @@ class CodeagentAgent:
         return schema.AuthenticateResponse()
 
     async def new_session(self, cwd: str, mcp_servers=None, **kwargs):
+        self.loop = asyncio.get_running_loop()
+        if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+            raise acp.RequestError.invalid_params({"cwd": f"not an absolute path to a folder: {cwd}"})
+        session_id = uuid.uuid4().hex
+        live = await asyncio.to_thread(self._open, session_id, cwd)  # reads the config and the repository
+        self.sessions[session_id] = live
+        modes = schema.SessionModeState(current_mode_id=live.session.mode, available_modes=[
+            schema.SessionMode(id=mode, name=mode, description=text) for mode, text in MODES.items()])
+        return schema.NewSessionResponse(session_id=session_id, modes=modes)
+
+    def _open(self, session_id: str, cwd: str) -> Live:
         from ..config import ConfigError, load_config
         from ..models import ModelConfigError
         from ..run.solve import resolve_model
         from ..tui.session import Session
 
-        self.loop = asyncio.get_running_loop()
-        if not os.path.isabs(cwd) or not os.path.isdir(cwd):
-            raise acp.RequestError.invalid_params({"cwd": f"not an absolute path to a folder: {cwd}"})
         try:
             config = load_config(cwd, self.config_file, self.overrides, trust=self.trust)
             model, replay = resolve_model(config, None)
         except (ConfigError, ModelConfigError) as exc:
             raise acp.RequestError.invalid_params({"message": str(exc)}) from None
-        session_id = uuid.uuid4().hex
         live: Live | None = None
 
         def emit(event: Event) -> None:
@@ -99,10 +106,7 @@ class CodeagentAgent:
             session.close()
             raise acp.RequestError.invalid_params({"message": problem})
         live = Live(session, session.repo)
-        self.sessions[session_id] = live
-        modes = schema.SessionModeState(current_mode_id=session.mode, available_modes=[
-            schema.SessionMode(id=mode, name=mode, description=text) for mode, text in MODES.items()])
-        return schema.NewSessionResponse(session_id=session_id, modes=modes)
+        return live
 
     async def set_session_mode(self, mode_id: str, session_id: str, **kwargs):
         live = self._live(session_id)

@@ -67,9 +67,10 @@ class Translator:
             status = "failed" if event.error or event.interrupted or event.timed_out else "completed"
             return [helpers.update_tool_call(event.call_id, status=status, content=content,
                                              raw_output={"exit_code": event.exit_code, "approval": event.approval})]
-        if isinstance(event, Notice) and event.text:
-            text = event.text if event.level == "info" else f"[{event.level}] {event.text}"
-            return [helpers.update_agent_thought_text(text + "\n")]
+        if isinstance(event, Notice) and event.text:  # what the TUI would say: problems as the reply, news aside
+            if event.level in ("warning", "error"):
+                return [helpers.update_agent_message_text(f"\n[{event.level}] {event.text}\n")]
+            return [helpers.update_agent_thought_text(event.text + "\n")]
         return []
 
     def _diff(self, event: Observed, path: str, old: str | None) -> list:
