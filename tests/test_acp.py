@@ -93,9 +93,10 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
         scripted(3, [], [call("editor", {"command": "str_replace", "path": "/testbed/app.py",
                                       "old_str": "hello", "new_str": "world"})], "tool_calls"),
         scripted(4, ["Done: it ", "greets the world."]),
-        scripted(5, ["You are welcome."]),
+        scripted(5, [], [call("bash", {"command": "cat app.py"})], "tool_calls"),
+        scripted(6, ["You are welcome."]),
     ]
-    editor = Editor(answers=["reject", "once", "once"])
+    editor = Editor(answers=["reject", "always", "once"])
 
     async def body(conn):
         session = await conn.new_session(cwd=str(repo), mcp_servers=[])
@@ -106,6 +107,7 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
         assert follow_up.stop_reason == "end_turn"
         later = "".join(u.content.text for u in editor.updates[count:] if u.session_update == "agent_message_chunk")
         assert "You are welcome." in later  # the same session goes on
+        assert len(editor.permissions) == 3  # `cat` was allowed always: not asked again
         return reply
 
     reply = asyncio.run(drive(server, tmp_path, editor, [], body))
@@ -114,14 +116,16 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
     text = "".join(update.content.text for update in editor.of("agent_message_chunk"))
     assert "Let me look." in text and "Done: it greets the world." in text
     started = {update.tool_call_id: update for update in editor.of("tool_call")}
-    assert [(u.kind, u.status) for u in started.values()] == [("execute", "pending")] * 2 + [("edit", "pending")]
+    assert [(u.kind, u.status) for u in started.values()] == [("execute", "pending")] * 2 + [("edit", "pending"),
+                                                                                          ("execute", "pending")]
     progress = {}
     for update in editor.of("tool_call_update"):
         progress.setdefault(update.tool_call_id, []).append(update)
-    first, second, edit = started
+    first, second, edit, again = started
     assert [u.status for u in progress[first]] == ["failed"]  # rejected: it never ran
     assert [u.status for u in progress[second]] == ["in_progress", "completed"]
     assert "print('hello')" in progress[second][-1].content[0].content.text
+    assert [u.status for u in progress[again]] == ["completed"] and "world" in progress[again][-1].content[0].content.text
     diffs = [c for c in progress[edit][-1].content if c.type == "diff"]
     assert progress[edit][-1].status == "completed" and len(diffs) == 1
     assert diffs[0].path == str(repo / "app.py")
