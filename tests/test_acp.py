@@ -58,6 +58,18 @@ def agent_env(tmp_path):
             "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
 
 
+def containers_of(pid):
+    """The sandbox containers the agent process (pid) owns."""
+    import socket
+
+    from codeagent.sandbox.docker import LABEL
+    from codeagent.sandbox.engine import docker_client
+
+    owner = f"{socket.gethostname()}:{pid}"
+    return [c for c in docker_client().containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+            if c.labels.get("codeagent.owner") == owner]
+
+
 def call(name, arguments):
     return (name, [json.dumps(arguments)])
 
@@ -76,9 +88,11 @@ def scripted(number, pieces=(), calls=(), finish="stop"):
 async def drive(server, tmp_path, editor, flags, body):
     with open(tmp_path / "agent.err", "wb") as stderr:
         async with acp.spawn_agent_process(editor, sys.executable, *agent_args(server, *flags), env=agent_env(tmp_path),
-                                           transport_kwargs={"stderr": stderr, "shutdown_timeout": 60}) as (conn, proc):
+                                           transport_kwargs={"stderr": stderr, "shutdown_timeout": 60},
+                                           use_unstable_protocol=True) as (conn, proc):
             init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
             assert init.agent_info.name == "codeagent" and init.protocol_version == acp.PROTOCOL_VERSION
+            conn.pid = proc.pid
             result = await body(conn)
         assert await proc.wait() == 0, (tmp_path / "agent.err").read_text()
     return result
@@ -155,7 +169,11 @@ def test_cancel_ends_a_long_command_with_the_cancelled_stop_reason(server, make_
         await asyncio.wait_for(editor.tool_started.wait(), 120)
         await asyncio.sleep(1)  # the command is running in the sandbox
         await conn.cancel(session_id=session.session_id)
-        return await asyncio.wait_for(turn, 60)
+        reply = await asyncio.wait_for(turn, 60)
+        assert len(containers_of(conn.pid)) == 1  # the session keeps its sandbox after a cancelled turn
+        await conn.close_session(session_id=session.session_id)
+        assert containers_of(conn.pid) == []  # closing the session removed it, the process still running
+        return reply
 
     reply = asyncio.run(drive(server, tmp_path, editor, ["--approval-mode", "full-auto"], body))
     assert reply.stop_reason == "cancelled"
@@ -163,7 +181,6 @@ def test_cancel_ends_a_long_command_with_the_cancelled_stop_reason(server, make_
     (sleeping,) = editor.of("tool_call")
     assert [u.status for u in editor.of("tool_call_update") if u.tool_call_id == sleeping.tool_call_id] == ["failed"]
     assert git(repo, "status", "--porcelain") == ""
-    # the agent process has exited: no_leaks checks that its sandbox container is gone
 
 
 def test_a_limit_ends_the_turn_with_max_turn_requests(server, make_repo, tmp_path):

@@ -62,7 +62,8 @@ class CodeagentAgent:
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
             agent_capabilities=schema.AgentCapabilities(
                 load_session=False, prompt_capabilities=schema.PromptCapabilities(image=False, audio=False,
-                                                                                  embedded_context=True)),
+                                                                                  embedded_context=True),
+                session_capabilities=schema.SessionCapabilities(close=schema.SessionCloseCapabilities())),
             agent_info=schema.Implementation(name="codeagent", title="codeagent", version=__version__))
 
     async def authenticate(self, method_id: str, **kwargs):
@@ -236,6 +237,6 @@ async def serve(overrides: dict[str, Any], config_file: str | None = None, trust
         sys.stdout = real_stdout
     agent = CodeagentAgent(overrides, config_file, trust, mode)
     try:
-        await acp.run_agent(agent, input_stream, output_stream)
+        await acp.run_agent(agent, input_stream, output_stream, use_unstable_protocol=True)  # for session/close
     finally:
         await agent.close_all()
