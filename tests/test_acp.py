@@ -183,18 +183,19 @@ def test_cancel_ends_a_long_command_with_the_cancelled_stop_reason(server, make_
     assert git(repo, "status", "--porcelain") == ""
 
 
-def test_a_limit_ends_the_turn_with_max_turn_requests(server, make_repo, tmp_path):
+def test_the_mode_picker_and_a_limit_that_ends_the_turn_with_max_turn_requests(server, make_repo, tmp_path):
     repo = make_repo({"app.py": "print('hello')\n"})
     server.replies += [scripted(1, ["Looking."], [call("bash", {"command": "ls"})], "tool_calls")]
     editor = Editor()
 
     async def body(conn):
         session = await conn.new_session(cwd=str(repo), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="full-auto")  # the editor's mode picker
         return await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Look.")])
 
-    reply = asyncio.run(drive(server, tmp_path, editor, ["--approval-mode", "full-auto", "--set", "limits.max_steps=1"],
-                              body))
+    reply = asyncio.run(drive(server, tmp_path, editor, ["--set", "limits.max_steps=1"], body))
     assert reply.stop_reason == "max_turn_requests"
+    assert editor.permissions == [] and [u.status for u in editor.of("tool_call_update")] == ["completed"]
 
 
 def test_the_prompt_text_carries_attached_files():
