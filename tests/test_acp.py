@@ -10,12 +10,11 @@ import json
 import os
 import sys
 
+import acp
 import pytest
 
 from tests.conftest import git
 from tests.test_models_litellm import Streamed, chunks
-
-acp = pytest.importorskip("acp")
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.docker, pytest.mark.timeout(300)]
 
