@@ -401,6 +401,7 @@ def _attach_images(text: str, paths, config, model) -> str:
 
 
 def _mount_groups() -> None:
+    from .acp.commands import acp_command
     from .evals.commands import eval_group
     from .train.commands import grade_command, serve, train_group
     from .trajectory.commands import traj
@@ -412,6 +413,7 @@ def _mount_groups() -> None:
     cli.add_command(train_group)
     cli.add_command(serve)
     cli.add_command(view_command)
+    cli.add_command(acp_command)
 
 
 _mount_groups()

@@ -46,7 +46,7 @@ command -v chromedriver >/dev/null 2>&1 || apt_install chromium-driver
 
 export PYTHON=${PYTHON:-python3}  # scripts/venv.sh makes the virtualenv with it
 "$PYTHON" -c "import ensurepip" 2>/dev/null || apt_install python3-venv
-EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray,telemetry,view}
+EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray,telemetry,view,acp}
 # The versions of requirements/lock.txt in .venv; with CODEAGENT_UNLOCKED=1 the newest ones, in .venv-latest.
 case ${CODEAGENT_UNLOCKED:-} in
   ""|0) venv=.venv; bash scripts/venv.sh .venv "$EXTRAS" locked;;

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ["litellm", "torch", "transformers", "trl", "textual", "peft", "datasets", "docker", "tree_sitter", "opentelemetry"]
+HEAVY = ["litellm", "torch", "transformers", "trl", "textual", "peft", "datasets", "docker", "tree_sitter", "opentelemetry", "acp"]
 
 
 def codeagent(*args: str, **kwargs) -> subprocess.CompletedProcess:

@@ -1,0 +1,2 @@
+"""`codeagent acp`: editors (Zed and other Agent Client Protocol clients) drive codeagent's interactive
+session over stdio. One more front end beside the TUI: the same Session, approvals and events."""
