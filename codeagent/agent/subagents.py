@@ -77,7 +77,8 @@ class Subagents:
             return ToolResult(f"Not run: subagents may be nested {limit} deep and this run is at depth {depth}.",
                               error=True)
         with self._lock:
-            granted = min(max_steps or self.steps_left, self.steps_left, self.parent_steps_left)
+            share = max(1, self.parent.config.agent.subagent_steps // self.parent.config.agent.subagent_parallel)
+            granted = min(max_steps or share, self.steps_left, self.parent_steps_left)
             if granted < 1:
                 return ToolResult("Not run: the steps left for subagents (or for this run) are spent; do the work "
                                   "yourself.", error=True)

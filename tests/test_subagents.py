@@ -1,0 +1,131 @@
+"""Subagents (agent/subagents.py): each works in its own sandbox, a copy of the parent's state at hand-off."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+
+import pytest
+
+from codeagent.agent.loop import Agent
+from codeagent.config import Config
+from codeagent.events import EventBus
+from codeagent.models import ScriptedModel
+from codeagent.sandbox import open_sandbox
+from codeagent.task import Task
+from codeagent.trajectory.store import TrajectoryStore
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+_ids = itertools.count(1)
+
+
+def call(name: str, **arguments) -> tuple[str, dict]:
+    return name, arguments
+
+
+def reply(*calls: tuple[str, dict], text: str = "") -> dict:
+    return {"role": "assistant", "content": text, "tool_calls": [
+        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        for name, arguments in calls]}
+
+
+def answer(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
+class Routed:
+    """One model for the parent and its subagents: the parent's script, and one script per sub-task
+    (a subagent's first user message is its task). Subagents may call it from several threads."""
+
+    name = "scripted"
+
+    def __init__(self, parent: list, children: dict[str, list]):
+        self.parent = ScriptedModel(parent)
+        self.children = {task: ScriptedModel(turns) for task, turns in children.items()}
+        self.tools_offered: dict[str, list[str]] = {}
+
+    def complete(self, messages, tools, sampling):
+        if "subagent of codeagent" in messages[0]["content"]:
+            task = messages[1]["content"]
+            self.tools_offered[task] = [spec["function"]["name"] for spec in tools]
+            return self.children[task].complete(messages, tools, sampling)
+        return self.parent.complete(messages, tools, sampling)
+
+
+def test_two_subagents_edit_the_same_file_in_parallel_each_in_its_own_copy(make_repo, tmp_path):
+    repo = make_repo({"f.txt": "base\n"})
+    both_running = threading.Barrier(2, timeout=120)  # each subagent's first turn waits for the other's
+
+    def together(turn):
+        def wait(_messages):
+            both_running.wait()
+            return turn
+        return wait
+
+    children = {
+        "append A": [together(reply(call("bash", command="echo A >> f.txt"))),
+                     reply(call("bash", command="cat f.txt")), answer("I appended A.")],
+        "append B": [together(reply(call("bash", command="echo B >> f.txt"))),
+                     reply(call("bash", command="cat f.txt")),
+                     reply(call("subagent", task="nested")),  # not offered at depth 1
+                     answer("I appended B.")],
+        "look only": [reply(call("bash", command="echo X >> f.txt")),
+                      reply(call("editor", command="create", path="g.txt", file_text="x\n")),
+                      answer("I could not write.")],
+    }
+    parent = [
+        reply(call("bash", command="echo parent >> f.txt")),
+        reply(call("subagent", task="append A"), call("subagent", task="append B")),
+        reply(call("bash", command="cat f.txt")),
+        lambda messages: reply(call("subagent", apply=_name_of(messages, "I appended A."))),
+        reply(call("bash", command="cat f.txt")),
+        reply(call("subagent", task="look only", tools="read_only")),
+        reply(call("submit")),
+    ]
+    model = Routed(parent, children)
+    seen = []
+    config = Config(agent={"localize": False, "subagents": True})
+    agent = Agent(model, config, events=EventBus(seen.append), store=TrajectoryStore(tmp_path / "trajectories"))
+    with open_sandbox(repo) as sandbox:
+        result = agent.run(Task(repo=str(repo), problem_statement="p"), sandbox)
+    store = agent.store
+    trajectory = store.load(result.trajectory_id)
+    outputs = [m["content"] for m in trajectory.messages if m["role"] == "tool"]
+
+    # the parent's files did not change while the subagents ran
+    assert outputs[3].startswith("base\nparent") and "A" not in outputs[3] and "B" not in outputs[3]
+    # each subagent saw the parent's state and its own change only
+    reports = {name: output for name, output in zip(("A", "B"), outputs[1:3])}
+    assert "I appended A." in reports["A"] and "I appended B." in reports["B"]
+    children_runs = {t.task["problem_statement"]: t for t in store.iter()
+                     if t.parent_id == trajectory.id}
+    assert set(children_runs) == {"append A", "append B", "look only"}
+    for letter in "AB":
+        child = children_runs[f"append {letter}"]
+        cat = [m["content"] for m in child.messages if m["role"] == "tool"][1]
+        assert cat.startswith(f"base\nparent\n{letter}") and ("B" if letter == "A" else "A") not in cat.replace("base", "")
+        assert child.parent_step == 1 and "+" + letter in child.patch and "parent" not in child.patch.replace(
+            " parent", "")  # against the hand-off: the parent's line is context, not added
+    assert children_runs["append A"].patch != children_runs["append B"].patch
+    # the patch reached the parent only when applied: one of the two, not both
+    assert "Applied" in outputs[4] and outputs[5].startswith("base\nparent\nA") and "B" not in outputs[5]
+    assert "A" in result.patch and "+B" not in result.patch
+    # depth: no subagent tool at depth 1; the nested call started nothing
+    assert "subagent" not in model.tools_offered["append B"]
+    assert any(spec["function"]["name"] == "subagent" for spec in trajectory.tools)
+    assert [e.kind for e in seen].count("subagent_started") == 3
+    # read-only: its calls to write were refused and it has no patch
+    readonly = children_runs["look only"]
+    refused = [m["content"] for m in readonly.messages if m["role"] == "tool"]
+    assert all("Not run" in text or "plan mode" in text for text in refused)
+    assert not (readonly.patch or "").strip() and "changed no file" in outputs[6]
+    finished = [e for e in seen if e.kind == "subagent_finished"]
+    assert {e.trajectory_id for e in finished} == {t.id for t in children_runs.values()}
+
+
+def _name_of(messages, report: str) -> str:
+    for message in messages:
+        if message["role"] == "tool" and report in str(message["content"]):
+            return str(message["content"]).split()[1]
+    raise AssertionError(f"no observation holds {report!r}")
