@@ -96,15 +96,13 @@ class Subagents:
         return ToolResult(_observation(outcome), error=outcome.exit_status in ("sandbox_error", "model_error"))
 
     def _run(self, context: ToolContext, name: str, step: int, description: str, tools: str, steps: int) -> Outcome:
-        from .loop import Agent
-
         config = self._child_config(tools, steps)
         model = (model_from_settings(config.model, config.model.name) if self.parent.config.agent.subagent_model
                  else self.parent.model)
         self.emit(SubagentStarted(step=step, name=name, task=description, tools=tools, model=model.name))
         said: list[str] = []
         bus = EventBus(lambda event: said.append(event.text) if isinstance(event, ModelOutput) and event.text else None)
-        child = Agent(model, config, events=bus, store=self.parent.store, warn=self.parent.warn)
+        child = type(self.parent)(model, config, events=bus, store=self.parent.store, warn=self.parent.warn)
         child.depth, child.parent_run, child.role = self.parent.depth + 1, (self.run_id, step), "subagent"
         child.interactive = True  # a plain reply (its report) ends its run
         task = self.task.model_copy(update={"problem_statement": description,
