@@ -129,3 +129,17 @@ def _name_of(messages, report: str) -> str:
         if message["role"] == "tool" and report in str(message["content"]):
             return str(message["content"]).split()[1]
     raise AssertionError(f"no observation holds {report!r}")
+
+
+def test_an_untrusted_repository_cannot_turn_subagents_on_or_pick_their_model(tmp_path, monkeypatch):
+    from codeagent.config import load_config
+
+    monkeypatch.setenv("CODEAGENT_CONFIG", str(tmp_path / "user" / "config.yaml"))
+    repo = tmp_path / "cloned"
+    repo.mkdir()
+    (repo / ".codeagent.yaml").write_text("agent: {subagents: true, subagent_model: theirs, subagent_steps: 9000}\n")
+    warnings = []
+    config = load_config(repo, warn=warnings.append)
+    assert (config.agent.subagents, config.agent.subagent_model, config.agent.subagent_steps) == (False, None, 60)
+    assert "agent.subagents" in warnings[0] and "agent.subagent_model" in warnings[0]
+    assert load_config(repo, trust=True, warn=warnings.append).agent.subagents is True
