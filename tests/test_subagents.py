@@ -143,3 +143,57 @@ def test_an_untrusted_repository_cannot_turn_subagents_on_or_pick_their_model(tm
     assert (config.agent.subagents, config.agent.subagent_model, config.agent.subagent_steps) == (False, None, 60)
     assert "agent.subagents" in warnings[0] and "agent.subagent_model" in warnings[0]
     assert load_config(repo, trust=True, warn=warnings.append).agent.subagents is True
+
+
+def test_through_the_cli_a_subagent_reports_its_patch_and_the_parent_applies_it(server, make_repo, tmp_path):
+    """`solve --headless` with the user's config turning subagents on (real Docker, a scripted OpenAI server)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from tests.test_models_litellm import completion, tool_call
+
+    def use(tool: str, **arguments):
+        return 200, completion({"content": "", "tool_calls": [tool_call(json.dumps(arguments), name=tool,
+                                                                        call_id=f"call_{next(_ids)}")]}, "tool_calls")
+
+    user = tmp_path / "user" / "config.yaml"
+    user.parent.mkdir()
+    user.write_text("agent: {subagents: true}\n")
+    env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"), "CODEAGENT_CONFIG": str(user)}
+    env.pop("OPENAI_API_KEY", None)
+    repo = make_repo({"f.txt": "base\n"})
+    server.replies += [
+        use("bash", command="echo parent >> f.txt"),
+        use("subagent", task="Append the line child to f.txt."),
+        use("bash", command="echo child >> f.txt"),  # the subagent's turns
+        (200, completion({"content": "Appended child to f.txt."})),
+        use("bash", command="cat f.txt"),  # the parent's again
+        use("subagent", apply="sub-1"),
+        use("bash", command="cat f.txt"),
+        use("submit"),
+    ]
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "solve", "--headless", "--set", "agent.localize=false",
+                           "--repo", str(repo), "--model", "openai/test-model", "--api-base", server.base,
+                           "--issue", "Add two lines."], capture_output=True, text=True, env=env, timeout=280)
+    assert proc.returncode == 0, proc.stderr
+    assert "    ↳ subagent sub-1 (full, openai/test-model): Append the line child to f.txt." in proc.stderr
+    assert re.search(r"    ↳ subagent sub-1 finished: answered, 2 steps", proc.stderr)
+    bodies = [r["body"] for r in server.requests if r["path"].endswith("/chat/completions")]
+    child = bodies[2]
+    assert child["messages"][0]["content"].startswith("You are a subagent of codeagent")
+    assert child["messages"][1]["content"] == "Append the line child to f.txt."
+    assert "subagent" not in [tool["function"]["name"] for tool in child["tools"]]
+    observed = [m["content"] for m in bodies[5]["messages"] if m["role"] == "tool"]
+    assert "Appended child to f.txt." in observed[1] and "+child" in observed[1] and "+parent" not in observed[1]
+    assert "base\nparent" in observed[2] and "child" not in observed[2]  # not applied yet
+    final = [m["content"] for m in bodies[7]["messages"] if m["role"] == "tool"]
+    assert "Applied sub-1" in final[3] and "base\nparent\nchild" in final[4]
+    from codeagent.trajectory.store import TrajectoryStore
+
+    runs = TrajectoryStore(tmp_path / "trajs").list()
+    parent = next(run for run in runs if run.parent_id is None)
+    sub = next(run for run in runs if run.parent_id is not None)
+    assert (sub.parent_id, sub.parent_step) == (parent.id, 1) and "+child" in sub.patch
+    assert "+parent" in parent.patch and "+child" in parent.patch
