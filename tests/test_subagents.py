@@ -197,3 +197,24 @@ def test_through_the_cli_a_subagent_reports_its_patch_and_the_parent_applies_it(
     sub = next(run for run in runs if run.parent_id is not None)
     assert (sub.parent_id, sub.parent_step) == (parent.id, 1) and "+child" in sub.patch
     assert "+parent" in parent.patch and "+child" in parent.patch
+
+
+def test_the_subagents_share_one_step_budget_and_a_refused_call_starts_nothing(make_repo, tmp_path):
+    repo = make_repo({"f.txt": "base\n"})
+    children = {"one": [reply(call("bash", command="echo one >> f.txt")), answer("never asked")]}
+    parent = [reply(call("subagent", task="one", max_steps=5)),
+              reply(call("subagent", task="two")),
+              reply(call("subagent", apply="sub-9")),
+              reply(call("submit"))]
+    model = Routed(parent, children)
+    config = Config(agent={"localize": False, "subagents": True, "subagent_steps": 1})
+    seen = []
+    agent = Agent(model, config, events=EventBus(seen.append), store=TrajectoryStore(tmp_path / "trajectories"))
+    with open_sandbox(repo, kind="local") as sandbox:
+        result = agent.run(Task(repo=str(repo), problem_statement="p"), sandbox)
+        assert open(f"{sandbox.workdir}/f.txt").read() == "base\n"  # nothing applied
+    outputs = [m["content"] for m in agent.store.load(result.trajectory_id).messages if m["role"] == "tool"]
+    assert "max_steps, 1 steps" in outputs[0] and "+one" in outputs[0]
+    assert "Not run: the steps left for subagents" in outputs[1]
+    assert "No finished subagent is called 'sub-9' (sub-1)" in outputs[2]
+    assert [e.kind for e in seen].count("subagent_started") == 1
