@@ -122,6 +122,9 @@ def test_two_subagents_edit_the_same_file_in_parallel_each_in_its_own_copy(make_
     assert not (readonly.patch or "").strip() and "changed no file" in outputs[6]
     finished = [e for e in seen if e.kind == "subagent_finished"]
     assert {e.trajectory_id for e in finished} == {t.id for t in children_runs.values()}
+    from codeagent.view.data import summary  # `codeagent view` and /api/runs name the parent run
+
+    assert summary(readonly)["parent_id"] == trajectory.id and summary(readonly)["parent_step"] == 5
 
 
 def _name_of(messages, report: str) -> str:

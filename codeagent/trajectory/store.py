@@ -310,7 +310,8 @@ class TrajectoryStore:
 
     def create(self, *, on_error: Callable[[str], None] | None = None, **header: Any) -> TrajectoryWriter:
         """Start a trajectory. Keywords are Trajectory header fields: task, model, config,
-        sampling, tools, messages (the initial ones), group_id, candidate_index, id, created.
+        sampling, tools, messages (the initial ones), group_id, candidate_index, parent_id, parent_step (a
+        subagent's), id, created.
         `on_error`: see TrajectoryWriter (a store that cannot be written to gives a writer that records
         nothing, instead of an error)."""
         unknown = set(header) - set(HEADER_FIELDS)
