@@ -386,8 +386,9 @@ class Agent:
         return None
 
     def _start_subagents(self, calls: list[ToolCall], context: ToolContext, state: _RunState, index: int) -> dict:
-        """The subagent calls of one reply run at the same time: each is permitted first (in order, as
-        `_call_tool` would), then the permitted ones start in threads. {call id: (future or refusal, approval,
+        """The subagent calls a reply starts with run at the same time: each is permitted first (in order, as
+        `_call_tool` would), then the permitted ones start in threads (the loop waits for each in turn, so no
+        later call of the reply runs before they are done). {call id: (future or refusal, approval,
         hook)} for `_call_tool` to finish; {} when there are fewer than two."""
         from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -397,13 +398,12 @@ class Agent:
         limits = self.config.limits
         runner.step, runner.parent_steps_left = index, limits.max_steps - state.steps
         runner.cost_left = limits.max_cost - state.cost
-        chosen = []
+        chosen = []  # the reply's leading subagent calls: each copies the state before any other call runs
         for number, call in enumerate(calls, 1):
-            if call.name == "submit" or number > limits.max_tool_calls_per_reply or \
+            if call.name != "subagent" or "apply" in call.arguments or number > limits.max_tool_calls_per_reply or \
                     state.tool_calls + number > limits.max_tool_calls:
                 break
-            if call.name == "subagent" and "apply" not in call.arguments:
-                chosen.append(call)
+            chosen.append(call)
         if len(chosen) < 2:
             return {}
         started = {}
