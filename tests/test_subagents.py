@@ -149,7 +149,8 @@ def test_an_untrusted_repository_cannot_turn_subagents_on_or_pick_their_model(tm
 
 
 def test_through_the_cli_a_subagent_reports_its_patch_and_the_parent_applies_it(server, make_repo, tmp_path):
-    """`solve --headless` with the user's config turning subagents on (real Docker, a scripted OpenAI server)."""
+    """`solve --headless` with the user's config turning subagents on, with their own model (real Docker, a
+    scripted OpenAI server)."""
     import os
     import re
     import subprocess
@@ -163,7 +164,7 @@ def test_through_the_cli_a_subagent_reports_its_patch_and_the_parent_applies_it(
 
     user = tmp_path / "user" / "config.yaml"
     user.parent.mkdir()
-    user.write_text("agent: {subagents: true}\n")
+    user.write_text("agent: {subagents: true, subagent_model: openai/other-model}\n")
     env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"), "CODEAGENT_CONFIG": str(user)}
     env.pop("OPENAI_API_KEY", None)
     repo = make_repo({"f.txt": "base\n"})
@@ -181,10 +182,11 @@ def test_through_the_cli_a_subagent_reports_its_patch_and_the_parent_applies_it(
                            "--repo", str(repo), "--model", "openai/test-model", "--api-base", server.base,
                            "--issue", "Add two lines."], capture_output=True, text=True, env=env, timeout=280)
     assert proc.returncode == 0, proc.stderr
-    assert "    ↳ subagent sub-1 (full, openai/test-model): Append the line child to f.txt." in proc.stderr
+    assert "    ↳ subagent sub-1 (full, openai/other-model): Append the line child to f.txt." in proc.stderr
     assert re.search(r"    ↳ subagent sub-1 finished: answered, 2 steps", proc.stderr)
     bodies = [r["body"] for r in server.requests if r["path"].endswith("/chat/completions")]
     child = bodies[2]
+    assert [body["model"] for body in bodies] == ["test-model"] * 2 + ["other-model"] * 2 + ["test-model"] * 4
     assert child["messages"][0]["content"].startswith("You are a subagent of codeagent")
     assert child["messages"][1]["content"] == "Append the line child to f.txt."
     assert "subagent" not in [tool["function"]["name"] for tool in child["tools"]]
