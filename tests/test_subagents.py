@@ -223,3 +223,29 @@ def test_the_subagents_share_one_step_budget_and_a_refused_call_starts_nothing(m
     assert "Not run: the steps left for subagents" in outputs[1]
     assert "No finished subagent is called 'sub-9' (sub-1)" in outputs[2]
     assert [e.kind for e in seen].count("subagent_started") == 1
+
+
+class _NoCopy:
+    """A sandbox that cannot be copied (no `fresh`), like a remote one."""
+
+    def __init__(self, sandbox):
+        self._sandbox = sandbox
+
+    def __getattr__(self, name):
+        if name == "fresh":
+            raise AttributeError(name)
+        return getattr(self._sandbox, name)
+
+
+def test_a_subagent_that_cannot_start_is_its_outcome_not_the_parents_crash(make_repo, tmp_path):
+    repo = make_repo({"f.txt": "base\n"})
+    model = Routed([reply(call("subagent", task="one"), call("subagent", task="two")), reply(call("submit"))], {})
+    seen = []
+    agent = Agent(model, Config(agent={"localize": False, "subagents": True}), events=EventBus(seen.append),
+                  store=TrajectoryStore(tmp_path / "trajectories"))
+    with open_sandbox(repo, kind="local") as sandbox:
+        result = agent.run(Task(repo=str(repo), problem_statement="p"), _NoCopy(sandbox))
+    outputs = [m["content"] for m in agent.store.load(result.trajectory_id).messages if m["role"] == "tool"]
+    assert result.exit_status == "submitted"
+    assert all("the subagent did not run: SandboxError: a local sandbox cannot be copied" in out for out in outputs[:2])
+    assert [e.exit_status for e in seen if e.kind == "subagent_finished"] == ["error", "error"]

@@ -93,33 +93,39 @@ class Subagents:
             with self._lock:
                 used = self.done[name].steps if name in self.done else 0
                 self.steps_left += max(0, granted - used)
-        return ToolResult(_observation(outcome), error=outcome.exit_status in ("sandbox_error", "model_error"))
+        return ToolResult(_observation(outcome), error=outcome.exit_status in ("error", "sandbox_error", "model_error"))
 
     def _run(self, context: ToolContext, name: str, step: int, description: str, tools: str, steps: int) -> Outcome:
         config = self._child_config(tools, steps)
-        model = (model_from_settings(config.model, config.model.name) if self.parent.config.agent.subagent_model
-                 else self.parent.model)
-        self.emit(SubagentStarted(step=step, name=name, task=description, tools=tools, model=model.name))
+        self.emit(SubagentStarted(step=step, name=name, task=description, tools=tools,
+                                  model=self.parent.config.agent.subagent_model or self.parent.model.name))
         said: list[str] = []
         bus = EventBus(lambda event: said.append(event.text) if isinstance(event, ModelOutput) and event.text else None)
-        child = type(self.parent)(model, config, events=bus, store=self.parent.store, warn=self.parent.warn)
-        child.depth, child.parent_run, child.role = self.parent.depth + 1, (self.run_id, step), "subagent"
-        child.interactive = True  # a plain reply (its report) ends its run
-        task = self.task.model_copy(update={"problem_statement": description,
-                                            "instance_id": f"{self.task.instance_id or 'task'}/{name}"})
-        self._running.append(child)
-        try:
+        child = None
+        try:  # isolated, like a candidate: whatever goes wrong is the subagent's outcome, never the parent's crash
+            model = (model_from_settings(config.model, config.model.name) if self.parent.config.agent.subagent_model
+                     else self.parent.model)
+            child = type(self.parent)(model, config, events=bus, store=self.parent.store, warn=self.parent.warn)
+            child.depth, child.parent_run, child.role = self.parent.depth + 1, (self.run_id, step), "subagent"
+            child.interactive = True  # a plain reply (its report) ends its run
+            task = self.task.model_copy(update={"problem_statement": description,
+                                                "instance_id": f"{self.task.instance_id or 'task'}/{name}"})
+            self._running.append(child)
             with self._reading:
                 handoff = context.sandbox.diff(exclude=context.settings.patch_exclude,
                                                max_bytes=context.settings.max_patch_bytes)
             with fork(context.sandbox, handoff) as sandbox:
+                if self.parent._interrupted.is_set():  # before its run began: it would not hear of it
+                    raise InterruptedError("the run was interrupted before the subagent started")
                 result = child.run(task, sandbox, instance_prompt=description)
             outcome = Outcome(name, said[-1] if said else "", "" if tools == "read_only" else result.patch,
                               str(result.exit_status), result.steps, result.cost, result.trajectory_id)
-        except (SandboxError, OSError) as exc:
-            outcome = Outcome(name, f"the subagent's sandbox could not be made: {exc}", "", "sandbox_error", 0, 0.0, "")
+        except Exception as exc:
+            status = "interrupted" if isinstance(exc, InterruptedError) else "error"
+            outcome = Outcome(name, f"the subagent did not run: {type(exc).__name__}: {exc}", "", status, 0, 0.0, "")
         finally:
-            self._running.remove(child)
+            if child in self._running:
+                self._running.remove(child)
         with self._lock:
             self.done[name] = outcome
             self._cost += outcome.cost
