@@ -202,6 +202,9 @@ def test_through_the_cli_a_subagent_reports_its_patch_and_the_parent_applies_it(
     sub = next(run for run in runs if run.parent_id is not None)
     assert (sub.parent_id, sub.parent_step) == (parent.id, 1) and "+child" in sub.patch
     assert "+parent" in parent.patch and "+child" in parent.patch
+    from codeagent.trajectory.sessions import find_session
+
+    assert find_session(TrajectoryStore(tmp_path / "trajs"), "last", str(repo)) == parent.id  # not the subagent's
 
 
 def test_the_subagents_share_one_step_budget_and_a_refused_call_starts_nothing(make_repo, tmp_path):
