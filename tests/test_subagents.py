@@ -252,3 +252,25 @@ def test_a_subagent_that_cannot_start_is_its_outcome_not_the_parents_crash(make_
     assert result.exit_status == "submitted"
     assert all("the subagent did not run: SandboxError: a local sandbox cannot be copied" in out for out in outputs[:2])
     assert [e.exit_status for e in seen if e.kind == "subagent_finished"] == ["error", "error"]
+
+
+def test_interrupting_the_parent_interrupts_its_running_subagent(make_repo, tmp_path):
+    repo = make_repo({"f.txt": "base\n"})
+    holder = {}
+
+    def interrupt_the_parent(_messages):  # the user's Ctrl-C, while the subagent's model is answering
+        holder["agent"].interrupt()
+        return reply(call("bash", command="echo late >> f.txt"))
+
+    model = Routed([reply(call("subagent", task="slow")), reply(call("submit"))],
+                   {"slow": [interrupt_the_parent, reply(call("bash", command="echo more >> f.txt")), answer("done")]})
+    seen = []
+    agent = holder["agent"] = Agent(model, Config(agent={"localize": False, "subagents": True}),
+                                    events=EventBus(seen.append), store=TrajectoryStore(tmp_path / "trajectories"))
+    with open_sandbox(repo) as sandbox:
+        result = agent.run(Task(repo=str(repo), problem_statement="p"), sandbox)
+    assert result.exit_status == "interrupted"
+    finished = [e for e in seen if e.kind == "subagent_finished"]
+    assert [e.exit_status for e in finished] == ["interrupted"]
+    child = agent.store.load(finished[0].trajectory_id)
+    assert child.exit_status == "interrupted" and len(child.steps) == 1 and "+late" not in (result.patch or "")
