@@ -274,3 +274,17 @@ def test_interrupting_the_parent_interrupts_its_running_subagent(make_repo, tmp_
     assert [e.exit_status for e in finished] == ["interrupted"]
     child = agent.store.load(finished[0].trajectory_id)
     assert child.exit_status == "interrupted" and len(child.steps) == 1 and "+late" not in (result.patch or "")
+
+
+def test_a_deeper_limit_lets_a_subagent_start_one_and_stops_at_it(make_repo, tmp_path):
+    repo = make_repo({"f.txt": "base\n"})
+    model = Routed([reply(call("subagent", task="mid")), reply(call("submit"))],
+                   {"mid": [reply(call("subagent", task="leaf")), answer("mid done")], "leaf": [answer("leaf done")]})
+    config = Config(agent={"localize": False, "subagents": True, "subagent_max_depth": 2})
+    agent = Agent(model, config, events=EventBus(), store=TrajectoryStore(tmp_path / "trajectories"))
+    with open_sandbox(repo, kind="local") as sandbox:
+        result = agent.run(Task(repo=str(repo), problem_statement="p"), sandbox)
+    assert "subagent" in model.tools_offered["mid"] and "subagent" not in model.tools_offered["leaf"]
+    runs = {run.task["problem_statement"]: run for run in agent.store.iter()}
+    assert runs["mid"].parent_id == result.trajectory_id and runs["leaf"].parent_id == runs["mid"].id
+    assert runs["leaf"].exit_status == "answered" and "leaf done" in runs["mid"].messages[-2]["content"]
