@@ -288,3 +288,17 @@ def test_a_deeper_limit_lets_a_subagent_start_one_and_stops_at_it(make_repo, tmp
     runs = {run.task["problem_statement"]: run for run in agent.store.iter()}
     assert runs["mid"].parent_id == result.trajectory_id and runs["leaf"].parent_id == runs["mid"].id
     assert runs["leaf"].exit_status == "answered" and "leaf done" in runs["mid"].messages[-2]["content"]
+
+
+def test_a_patch_that_no_longer_applies_is_refused_and_the_files_are_left_as_they_are(make_repo, tmp_path):
+    repo = make_repo({"f.txt": "base\n"})
+    model = Routed([reply(call("subagent", task="edit")), reply(call("bash", command="echo mine > f.txt")),
+                    reply(call("subagent", apply="sub-1")), reply(call("submit"))],
+                   {"edit": [reply(call("bash", command="echo theirs > f.txt")), answer("replaced the line")]})
+    agent = Agent(model, Config(agent={"localize": False, "subagents": True}), events=EventBus(),
+                  store=TrajectoryStore(tmp_path / "trajectories"))
+    with open_sandbox(repo, kind="local") as sandbox:
+        result = agent.run(Task(repo=str(repo), problem_statement="p"), sandbox)
+    outputs = [m["content"] for m in agent.store.load(result.trajectory_id).messages if m["role"] == "tool"]
+    assert "+theirs" in outputs[0] and "sub-1's patch does not apply to your files" in outputs[2]
+    assert "+mine" in result.patch and "theirs" not in result.patch
