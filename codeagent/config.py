@@ -131,6 +131,13 @@ class AgentSettings(_Section):
     localize: bool = True  # add ranked candidate files to the first prompt
     mode: Literal["normal", "plan"] = "normal"  # plan: read-only tools, a plain answer ends the run (agent/modes.py)
     write_through: bool = False  # each change the agent makes is written to your working tree at once
+    # The `subagent` tool (agent/subagents.py): a sub-task run in its own sandbox, a copy of the current one.
+    # Offered only when on; none of these may come from an untrusted repository (they pay for runs).
+    subagents: bool = False
+    subagent_model: str | None = None  # default: the configured model
+    subagent_max_depth: int = Field(1, ge=0)  # 1: a subagent cannot start subagents
+    subagent_steps: Positive = 60  # all of one run's subagents together
+    subagent_parallel: Positive = 2  # running at once
 
 
 class ScalingSettings(_Section):

@@ -139,6 +139,31 @@ class Finished(Event):
 
 
 @dataclass
+class SubagentStarted(Event):
+    """The run handed a sub-task to a subagent (agent/subagents.py) from the tool call `call_id`."""
+    kind: str = field(init=False, default="subagent_started")
+    step: int = 0
+    call_id: str = ""
+    name: str = ""  # sub-1, sub-2...: what the parent passes to `apply`
+    task: str = ""
+    tools: str = "full"
+    model: str = ""
+
+
+@dataclass
+class SubagentFinished(Event):
+    kind: str = field(init=False, default="subagent_finished")
+    step: int = 0
+    call_id: str = ""
+    name: str = ""
+    exit_status: str = ""
+    steps: int = 0
+    cost: float = 0.0
+    patch_lines: int = 0
+    trajectory_id: str = ""
+
+
+@dataclass
 class CandidateScored(Event):
     """A candidate of test-time scaling finished and was verified (run_id: its trajectory)."""
 

@@ -38,6 +38,7 @@ from .instructions import read_instructions
 from .model_progress import model_progress
 from .modes import PLAN, offered_specs, refusal, switch_messages
 from .prompts import render
+from .subagents import Subagents
 
 
 class Stop(Exception):
@@ -97,6 +98,10 @@ class Agent:
         self._skill_tool = self.tools.tools.get("skill")  # offered only while there are skills
         self.skills: list[Skill] = []
         self.only_tools: frozenset[str] | None = None  # a custom command's allowed-tools, for its turn (the TUI)
+        self.depth = 0  # a subagent's: 1 (subagents.py)
+        self.parent_run: tuple[str, int] | None = None  # a subagent's: (the parent's run id, its step)
+        self.role = "system"  # the system prompt's template: "subagent" for a subagent
+        self._subagents: Subagents | None = None
 
     def interrupt(self) -> None:
         """Stop the running step (from another thread): the command in flight is killed and the
@@ -104,6 +109,8 @@ class Agent:
         self._interrupted.set()
         if self._sandbox is not None and hasattr(self._sandbox, "interrupt"):
             self._sandbox.interrupt()
+        if self._subagents is not None:
+            self._subagents.interrupt()
 
     def run(self, task: Task, sandbox: Sandbox, **options) -> RunResult:
         """Run until submit or a limit; the configured MCP servers' tools are there while it runs
@@ -156,7 +163,9 @@ class Agent:
                                        model=self.model.name, api_base=_api_base(self.model),
                                        sampling=sampling.model_dump(exclude_none=True),
                                        tools=self.tools.specs(), messages=messages, group_id=group_id,
-                                       candidate_index=candidate_index, on_error=self.warn)
+                                       candidate_index=candidate_index, on_error=self.warn,
+                                       parent_id=self.parent_run[0] if self.parent_run else None,
+                                       parent_step=self.parent_run[1] if self.parent_run else None)
         else:
             messages = list(resume.messages)
             writer = self.store.open(resume.id, on_error=self.warn)
@@ -176,6 +185,8 @@ class Agent:
             max_patch_bytes=config.limits.max_patch_bytes,
             deadline=self._deadline, web_fetch=config.web_fetch))
         context.state["skills"] = {skill.name: skill for skill in self.skills}
+        self._subagents = Subagents(self, task, run_id, emit) if "subagent" in self.tools.tools else None
+        context.state["subagents"] = self._subagents
         self.context = context
         state = _RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
@@ -221,7 +232,7 @@ class Agent:
     def _initial_messages(self, task: Task, sandbox: Sandbox, localization: str) -> list[dict]:
         agent = self.config.agent
         values = dict(workdir=sandbox.workdir, network=self.config.sandbox.network, scratch_dir=agent.scratch_dir)
-        system = render("system", agent.prompts_dir, instructions=self._instructions, interactive=self.interactive,
+        system = render(self.role, agent.prompts_dir, instructions=self._instructions, interactive=self.interactive,
                         mode=self.mode, skills=self.skills, **values)
         instance = render("instance", agent.prompts_dir, problem_statement=task.problem_statement,
                           hints_text=task.hints_text, localization=localization, **values)
@@ -311,6 +322,7 @@ class Agent:
                 limit=limit, native_tools=self.config.model.native_tools)})
         else:
             state.format_errors = 0
+            early = self._start_subagents(response.tool_calls, context, state, index)
             for number, call in enumerate(response.tool_calls, 1):
                 if submitted:  # keep the transcript valid: every call gets an answer
                     new_messages.append(_tool_message(call, "Not run: the solution was already submitted."))
@@ -322,7 +334,7 @@ class Agent:
                 emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
                 approval = ("", "")
                 try:
-                    result, approval = self._call_tool(call, context)
+                    result, approval = self._call_tool(call, context, early.get(call.id))
                 except KeyboardInterrupt:  # Ctrl-C in a headless run: the step is kept, then the run ends
                     from ..tools.base import ToolResult
 
@@ -341,6 +353,8 @@ class Agent:
                               exit_code=result.exit_code, error=result.error, timed_out=result.timed_out,
                               seconds=result.seconds, interrupted=interrupted, approval=approval[0],
                               approval_source=approval[1]))
+        if self._subagents is not None:
+            state.cost += self._subagents.take_cost()
         messages.extend(new_messages)
         writer.append_step({
             "index": index, "started": step_started, "ended": _now(), "model_seconds": round(model_seconds, 4),
@@ -371,31 +385,80 @@ class Agent:
             return f"Not run: the run's limit of {limits.max_tool_calls} tool calls is reached; the run ends."
         return None
 
-    def _call_tool(self, call: ToolCall, context: ToolContext):
+    def _start_subagents(self, calls: list[ToolCall], context: ToolContext, state: _RunState, index: int) -> dict:
+        """The subagent calls a reply starts with run at the same time: each is permitted first (in order, as
+        `_call_tool` would), then the permitted ones start in threads (the loop waits for each in turn, so no
+        later call of the reply runs before they are done). {call id: (future or refusal, approval,
+        hook)} for `_call_tool` to finish; {} when there are fewer than two."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        runner = self._subagents
+        if runner is None:
+            return {}
+        limits = self.config.limits
+        runner.step, runner.parent_steps_left = index, limits.max_steps - state.steps
+        runner.cost_left = limits.max_cost - state.cost
+        chosen = []  # the reply's leading subagent calls: each copies the state before any other call runs
+        for number, call in enumerate(calls, 1):
+            if call.name != "subagent" or "apply" in call.arguments or number > limits.max_tool_calls_per_reply or \
+                    state.tool_calls + number > limits.max_tool_calls:
+                break
+            chosen.append(call)
+        if len(chosen) < 2:
+            return {}
+        started = {}
+        pool = ThreadPoolExecutor(len(chosen), thread_name_prefix="subagent")
+        for call in chosen:
+            refused, approval, hook = self._permit(call)
+            if refused is not None:
+                future: Future = Future()
+                future.set_result(refused)
+            else:
+                future = pool.submit(self.tools.call, call.name, call.arguments, context)
+            started[call.id] = (future, approval, hook)
+        pool.shutdown(wait=False)
+        return started
+
+    def _call_tool(self, call: ToolCall, context: ToolContext, early=None):
         """The call's result, and whether it was allowed to run and by whom: ("accept" or "reject", "user",
-        "config", "hook" or "mode"), or ("", "") when no one had to decide."""
+        "config", "hook" or "mode"), or ("", "") when no one had to decide. `early`: the call was permitted and
+        started already (_start_subagents)."""
+        if early is not None:
+            future, approval, hook = early
+            result = future.result()
+            if approval[0] == "reject" or (hook is not None and hook.block):
+                return result, approval
+            return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result), approval
+        refused, approval, _hook = self._permit(call)
+        if refused is not None:
+            return refused, approval
+        result = self.tools.call(call.name, call.arguments, context)
+        return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result), approval
+
+    def _permit(self, call: ToolCall):
+        """(None, approval, hook) when the call may run, else (the refusal as a result, approval, hook)."""
         from ..tools.base import ToolResult
 
         if self._interrupted.is_set():
-            return ToolResult("Not run: the user interrupted the run.", error=True), ("", "")
+            return ToolResult("Not run: the user interrupted the run.", error=True), ("", ""), None
         if refused := refusal(self.tools, self.mode, call.name, call.arguments, self.only_tools):
-            return ToolResult(refused, error=True), ("reject", "mode")
+            return ToolResult(refused, error=True), ("reject", "mode"), None
         vouched = self.mode == PLAN and not self.tools.opt_in(call.name)  # plan check: read-only, not asked
         hook = self._hooks.pre_tool_use(call.name, call.arguments, call.id)  # hooks.py: allow | deny | ask
         if hook.block:
-            return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True), ("reject", "hook")
+            return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True), ("reject", "hook"), hook
         if hook.decision == "ask" and self.approver is None:
             return ToolResult("Not run: a PreToolUse hook wants the user to approve this call, and no one is "
-                              f"there to approve it. {hook.reason}".rstrip(), error=True), ("reject", "hook")
+                              f"there to approve it. {hook.reason}".rstrip(), error=True), ("reject", "hook"), hook
         approval = ("accept", "hook") if hook.decision == "allow" else ("", "")
         if self.approver is not None and hook.decision != "allow" and (not vouched or hook.decision == "ask"):
             decided = self.approver(call, force=True) if hook.decision == "ask" else self.approver(call)
             if not decided.allowed:
                 reason = f" Their reason: {decided.reason}" if decided.reason else ""
-                return ToolResult(f"The user did not allow this call.{reason}", error=True), ("reject", decided.source)
+                return (ToolResult(f"The user did not allow this call.{reason}", error=True), ("reject", decided.source),
+                        hook)
             approval = ("accept", decided.source)
-        result = self.tools.call(call.name, call.arguments, context)
-        return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result), approval
+        return None, approval, hook
 
     def _stop_hook_continues(self, messages: list[dict], writer) -> bool:
         """Stop hooks (hooks.py) may keep the run going after a submit: their reason is the next prompt."""
@@ -480,7 +543,7 @@ class _RunState:
 
 def enabled_tools(config: Config) -> set[str]:
     """The opt-in tools (`opt_in: true` in tools/*.yaml) the user's config turns on."""
-    return {"web_fetch"} if config.web_fetch.allow else set()
+    return ({"web_fetch"} if config.web_fetch.allow else set()) | ({"subagent"} if config.agent.subagents else set())
 
 
 def _api_base(model: Model) -> str:

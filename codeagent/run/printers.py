@@ -142,6 +142,16 @@ class ProgressPrinter:
         colour = "red" if event.error or event.timed_out or event.interrupted or (event.exit_code not in (None, 0)) else "green"
         self.console.print(f"  [{colour}]{status or ('error' if event.error else 'ok')}[/] · {event.seconds:.2f}s")
 
+    def _on_subagent_started(self, event) -> None:
+        task = visible(event.task.strip().splitlines()[0] if event.task.strip() else "")[:160]
+        self.console.print(f"    ↳ subagent {event.name} ({event.tools}, {event.model}): {task}", style="blue",
+                           markup=False)
+
+    def _on_subagent_finished(self, event) -> None:
+        self.console.print(f"    ↳ subagent {event.name} finished: {event.exit_status}, {event.steps} steps, "
+                           f"${event.cost:.4f}, {event.patch_lines} patch lines; trajectory {event.trajectory_id}",
+                           style="blue", markup=False)
+
     def _on_patch_changed(self, event: PatchChanged) -> None:
         added, removed, files = patch_stats(event.patch)
         self.console.print(f"  patch: {files} file(s), +{added} -{removed}", style="magenta")

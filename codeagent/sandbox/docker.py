@@ -221,6 +221,11 @@ class DockerSandbox:
             return container
         raise AssertionError("unreachable")
 
+    def fresh(self) -> DockerSandbox:
+        """A new sandbox, its own container, on the same image and limits: the base, not this one's files."""
+        return DockerSandbox(self.snapshot, workdir=self.workdir, limits=self.limits, prepared_image=self.image,
+                             network_name=self._network_name)
+
     @property
     def io_mode(self) -> str:
         return "fifo" if self._io_dir else "stream"

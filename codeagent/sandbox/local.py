@@ -115,6 +115,10 @@ class LocalSandbox:
             self.close()
             raise
 
+    def fresh(self) -> LocalSandbox:
+        """A new clone of the same base (not this one's files)."""
+        return LocalSandbox(self.snapshot)
+
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
         self._check_open()
         return self.shell.run(command, timeout)

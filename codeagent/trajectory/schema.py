@@ -92,6 +92,10 @@ class Trajectory(BaseModel):
     rewards: dict[str, Any] = Field(default_factory=dict)
     group_id: str | None = None  # candidates sampled for the same task share it
     candidate_index: int | None = None
+    # A subagent's run (agent/subagents.py): the run that started it and the step of that run whose tool
+    # call did. Optional fields added without a version bump: older records read as None.
+    parent_id: str | None = None
+    parent_step: int | None = None
     totals: Totals = Field(default_factory=Totals)
 
     @property

@@ -50,6 +50,8 @@ def read_header(path: Path) -> SessionHeader | None:
         with path.open("rb") as handle:
             record = json.loads(handle.readline())
         header = record["trajectory"]
+        if header.get("parent_id"):  # a subagent's run: its parent is the session
+            return None
         task = header.get("task") or {}
         issue = (task.get("problem_statement") or "").strip().splitlines()
         return SessionHeader(id=header["id"], created=str(header.get("created", ""))[:19].replace("T", " "),

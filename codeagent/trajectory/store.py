@@ -39,7 +39,7 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 # Header fields; steps, updates and later records fill in the rest.
 HEADER_FIELDS = (
     "schema_version", "id", "created", "task", "config", "model", "api_base", "sampling", "tools",
-    "messages", "group_id", "candidate_index",
+    "messages", "group_id", "candidate_index", "parent_id", "parent_step",
 )
 
 
@@ -310,7 +310,8 @@ class TrajectoryStore:
 
     def create(self, *, on_error: Callable[[str], None] | None = None, **header: Any) -> TrajectoryWriter:
         """Start a trajectory. Keywords are Trajectory header fields: task, model, config,
-        sampling, tools, messages (the initial ones), group_id, candidate_index, id, created.
+        sampling, tools, messages (the initial ones), group_id, candidate_index, parent_id, parent_step (a
+        subagent's), id, created.
         `on_error`: see TrajectoryWriter (a store that cannot be written to gives a writer that records
         nothing, instead of an error)."""
         unknown = set(header) - set(HEADER_FIELDS)

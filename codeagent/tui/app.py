@@ -187,6 +187,11 @@ class CodeagentApp(App[int]):
             self._set_patch(event.patch)
             transcript.show_finished(event)
             self._alert(f"The run ended: {event.exit_status}.")
+        elif kind == "subagent_started":  # nested work: a line when it starts, one when it ends
+            transcript.add_notice(f"  ↳ subagent {event.name} ({event.tools}) started: {event.task.strip()[:200]}")
+        elif kind == "subagent_finished":
+            transcript.add_notice(f"  ↳ subagent {event.name} finished: {event.exit_status}, {event.steps} steps, "
+                                  f"{event.patch_lines} patch lines (trajectory {event.trajectory_id})")
         elif kind == "notice":
             transcript.add_notice(event.text, event.level)
         elif kind == "resumed":

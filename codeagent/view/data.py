@@ -45,6 +45,7 @@ def summary(trajectory: Trajectory) -> dict[str, Any]:
         "reward": reward_of(trajectory), "steps": totals.steps, "cost": totals.cost,
         "prompt_tokens": totals.prompt_tokens, "completion_tokens": totals.completion_tokens,
         "group_id": trajectory.group_id, "candidate_index": trajectory.candidate_index,
+        "parent_id": trajectory.parent_id, "parent_step": trajectory.parent_step,  # a subagent's run
     }
 
 
