@@ -109,7 +109,7 @@ def test_plan_mode_offers_reading_only():
     (their specs' `plan:`), and no submit."""
     tools = ToolRegistry()
     offered = {spec["function"]["name"]: spec["function"] for spec in offered_specs(tools, PLAN)}
-    assert set(offered) == {"bash", "editor", "search", "navigate"}
+    assert set(offered) == {"bash", "editor", "search", "navigate", "skill"}  # skill: read-only; offered while there are skills
     assert offered["editor"]["parameters"]["properties"]["command"]["enum"] == ["view"]
     assert "read-only" in offered["bash"]["description"]
     assert len(offered_specs(tools, "normal")) == len(tools.specs())

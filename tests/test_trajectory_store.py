@@ -193,7 +193,7 @@ def test_writer_rejects_unknown_fields(tmp_path):
     store = TrajectoryStore(tmp_path)
     with store.create(task=TASK) as writer:
         with pytest.raises(TrajectoryError, match="updatable fields"):
-            writer.update(model="other")
+            writer.update(task="other")
     with pytest.raises(TrajectoryError, match="not header fields"):
         store.create(task=TASK, bogus=1)
 

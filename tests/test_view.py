@@ -193,8 +193,8 @@ def test_eval_report_by_repository_with_failures_and_cost(tmp_path):
     viewer = client(tmp_path / "store", evals=[out])
     report = viewer.get("/api/evals/0", params={"token": TOKEN}).json()
     assert (report["instances"], report["resolved"], report["errors"], report["cost"]) == (3, 1, 1, 0.75)
-    assert report["per_repo"] == {"django__django": {"total": 2, "resolved": 1, "errors": 0},
-                                  "sympy__sympy": {"total": 1, "resolved": 0, "errors": 1}}
+    assert report["per_repo"] == {"django/django": {"total": 2, "resolved": 1, "errors": 0},
+                                  "sympy/sympy": {"total": 1, "resolved": 0, "errors": 1}}
     failures = {row["instance_id"]: row for row in report["failures"]}
     assert set(failures) == {"django__django-2", "sympy__sympy-3"}
     assert failures["sympy__sympy-3"]["reason"] == f"docker died {SCRIPT}"
