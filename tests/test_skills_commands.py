@@ -180,7 +180,11 @@ def test_help_in_the_tui_lists_the_custom_commands(make_repo, tmp_path, monkeypa
             await send(pilot, "/help")
             await pilot.pause(0.2)
             assert "/review FILE" in screen_text(app) and "review the diff" in screen_text(app)
-            await send(pilot, "/review app.py")
+            await pilot.press(*"/rev")  # the popup offers it beside the built-in commands
+            await pilot.pause(0.05)
+            assert [entry.value for entry in app.menu.entries] == ["/review "]
+            await pilot.press("tab", *"app.py", "enter")
+
             await until(pilot, lambda: seen and not session.busy, what="the command's turn")
             assert "<issue>\nReview app.py carefully.\n</issue>" in seen[0][-1]["content"]
             await pilot.press("ctrl+q")

@@ -105,6 +105,8 @@ class CodeagentApp(App[int]):
         self.menu = CompletionMenu(id="menu")  # commands and paths as they are typed
         self.prompt.menu = self.menu
         self.prompt.list_paths = lambda: repo_files(session).paths
+        self.prompt.list_commands = lambda: [*((command.name, command.argument_hint, command.description)
+                                                for command in self._custom_commands()), *session.mcp_prompts()]
         self.status_bar = StatusBar(id="status")
 
     # -- layout --------------------------------------------------------------------------------

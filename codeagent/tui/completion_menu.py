@@ -22,11 +22,13 @@ class Entry:
     kind: str  # command | path
 
 
-def command_entries(typed: str) -> list[Entry]:
-    """`/mo` -> /model, /mode: the commands whose name starts with what follows the `/`."""
+def command_entries(typed: str, extra: list[tuple[str, str, str]] = ()) -> list[Entry]:
+    """`/mo` -> /model, /mode: the commands whose name starts with what follows the `/`, then the `extra`
+    ones (name, arguments, what: custom commands, MCP servers' prompts)."""
     word = typed.removeprefix("/").lower()
+    listed = [*((name, arguments, what) for name, (arguments, what) in COMMANDS.items()), *extra]
     return [Entry(f"/{name} " if arguments else f"/{name}", f"/{name} {arguments}".strip() + f"  {what}", "command")
-            for name, (arguments, what) in COMMANDS.items() if name.startswith(word)]
+            for name, arguments, what in listed if name.lower().startswith(word)]
 
 
 def path_entries(prefix: str, paths: list[str]) -> list[Entry]:

@@ -17,7 +17,7 @@ from .completion_menu import CompletionMenu, Entry, command_entries, path_entrie
 
 NEWLINE_KEYS = {"ctrl+j", "shift+enter", "alt+enter"}
 _MENTION_AT_CURSOR = re.compile(r"(?:^|\s)@(\S*)$")
-_COMMAND_WORD = re.compile(r"/[A-Za-z-]*")
+_COMMAND_WORD = re.compile(r"/[A-Za-z0-9_:-]*")  # custom (a:b) and MCP (mcp__s__p) names too
 
 
 class PromptInput(TextArea):
@@ -38,6 +38,8 @@ class PromptInput(TextArea):
         self._recall = 0
         self.complete_path: Callable[[str], str] | None = None  # `@prefix` -> what completes it
         self.list_paths: Callable[[], list[str]] | None = None  # the repository's paths, for the popup
+        # more slash commands for the popup (name, arguments, what): custom commands, MCP prompts
+        self.list_commands: Callable[[], list[tuple[str, str, str]]] | None = None
         self.menu: CompletionMenu | None = None
         self._replaced = ((0, 0), (0, 0))  # what the menu's entry replaces
         self._moved = False  # the user chose an entry with the arrows
@@ -54,7 +56,11 @@ class PromptInput(TextArea):
             return
         entries: list[Entry] = []
         if row == 0 and _COMMAND_WORD.fullmatch(self.text):  # `/mo`, nothing else in the box
-            entries = command_entries(self.text)
+            try:
+                extra = self.list_commands() if self.list_commands is not None else []
+            except Exception:  # a hint while typing: never an error
+                extra = []
+            entries = command_entries(self.text, extra)
             self._replaced = ((0, 0), self.document.end)
         elif match and self.list_paths is not None:
             try:
