@@ -323,7 +323,9 @@ def test_a_grpo_step_on_ray_hands_trl_the_local_training_inputs(cluster, tmp_pat
     for key in inputs:
         assert remote[key] == local[key], key
     assert set(remote["trajectory_id"]).isdisjoint(local["trajectory_id"])
-    assert len(opened) == 2 and set(opened) <= {node.node_id for node in cluster[1]}  # the ray path's sandboxes
+    # the ray path's sandboxes: each of the 2 rollouts opens its own, then a fresh one its patch is graded in
+    # (rollout.grader: sandbox never grades where the model worked)
+    assert len(opened) == 4 and set(opened) <= {node.node_id for node in cluster[1]}
 
 
 def test_prebuild_builds_the_batch_images_on_every_node_before_grading(cluster, task, tmp_path):
