@@ -101,12 +101,12 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
     repo = make_repo({"app.py": "print('hello')\n"})
     (tmp_path / "no-user-config.yaml").write_text("agent:\n  write_through: true\n")  # even so: not written
     server.replies += [
-        scripted(1, ["Let me ", "look."], [call("bash", {"command": "cat app.py"})], "tool_calls"),
-        scripted(2, ["Again."], [call("bash", {"command": "cat app.py"})], "tool_calls"),
+        scripted(1, ["Let me ", "look."], [call("bash", {"command": "awk 1 app.py"})], "tool_calls"),
+        scripted(2, ["Again."], [call("bash", {"command": "awk 1 app.py"})], "tool_calls"),
         scripted(3, [], [call("editor", {"command": "str_replace", "path": "/testbed/app.py",
                                       "old_str": "hello", "new_str": "world"})], "tool_calls"),
         scripted(4, ["Done: it ", "greets the world."]),
-        scripted(5, [], [call("bash", {"command": "cat app.py"})], "tool_calls"),
+        scripted(5, [], [call("bash", {"command": "awk 1 app.py"})], "tool_calls"),
         scripted(6, ["You are welcome."]),
     ]
     editor = Editor(answers=["reject", "always", "once"])
@@ -120,7 +120,7 @@ def test_a_prompt_turn_streams_text_tool_calls_and_a_diff_and_asks_the_editor(se
         assert follow_up.stop_reason == "end_turn"
         later = "".join(u.content.text for u in editor.updates[count:] if u.session_update == "agent_message_chunk")
         assert "You are welcome." in later  # the same session goes on
-        assert len(editor.permissions) == 3  # `cat` was allowed always: not asked again
+        assert len(editor.permissions) == 3  # `awk` was allowed always: not asked again (a read-only `cat` is never asked)
         return reply
 
     reply = asyncio.run(drive(server, tmp_path, editor, [], body))
