@@ -210,7 +210,8 @@ def test_ctrl_c_stops_the_whole_command_line(server, make_repo, env):
         stderr.wait_for("$ sleep 40")
         time.sleep(1.5)
         proc.send_signal(signal.SIGINT)
-        stdout, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)  # not communicate(): it would read stderr too, racing the reader above
+        stdout = proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
