@@ -8,6 +8,7 @@ import sys
 import click
 
 from . import __version__
+from .interrupts import forget_handled_interrupt
 
 # The exit codes of `codeagent solve` (documented in the README): 0 a patch was submitted (and
 # applied, with --apply), or in plan mode the agent answered; 1 the run ended without one, or --apply refused; 2 a usage error; 3 the
@@ -44,6 +45,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
+            forget_handled_interrupt()
             click.echo("interrupted", err=True)
             _remove_own_sandboxes()
             ctx.exit(EXIT_INTERRUPTED)
@@ -556,6 +558,7 @@ def main() -> None:
     try:
         cli(prog_name="codeagent")
     except KeyboardInterrupt:
+        forget_handled_interrupt()
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
 

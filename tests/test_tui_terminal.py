@@ -41,6 +41,30 @@ class Pane:
             time.sleep(0.1)
 
 
+def _processes_with(marker: str) -> list[int]:
+    """Processes whose environment holds `marker` (each test's own temporary folder)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as environ:
+                    if marker.encode() in environ.read():
+                        found.append(int(entry))
+            except OSError:  # gone, or not ours to read
+                pass
+    return found
+
+
+def close_terminal(name: str, marker: str, timeout: float = 60) -> None:
+    """Kill the tmux session (the terminal hangs up) and wait until no process of the test is left:
+    a TUI that survives its terminal keeps its sandbox running."""
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+    deadline = time.monotonic() + timeout
+    while _processes_with(marker):
+        assert time.monotonic() < deadline, f"processes left after the terminal closed: {_processes_with(marker)}"
+        time.sleep(0.2)
+
+
 def test_solve_the_example_in_a_real_terminal(tmp_path):
     name = f"codeagent-tui-{os.getpid()}"
     (tmp_path / "config.yaml").write_text("{}\n")  # no user config: no model, so the example replays
@@ -70,7 +94,7 @@ def test_solve_the_example_in_a_real_terminal(tmp_path):
         run_id = text.split("Resume it: codeagent solve --resume ")[1].split()[0]
         assert (tmp_path / "traj" / f"{run_id}.jsonl").exists() or list((tmp_path / "traj").rglob(f"{run_id}*"))
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+        close_terminal(name, str(tmp_path))
 
 
 def test_an_approval_and_the_end_of_a_run_ring_the_terminal_bell(tmp_path):
@@ -110,4 +134,20 @@ def test_an_approval_and_the_end_of_a_run_ring_the_terminal_bell(tmp_path):
         assert rings() > before, "no bell at the end of the run"
         pane.keys("/quit", "Enter")
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+        close_terminal(name, str(tmp_path))
+
+
+def test_a_closed_terminal_ends_the_tui_and_removes_its_sandbox(tmp_path):
+    """The terminal goes away while the agent waits for an approval: the process ends, the sandbox goes."""
+    name = f"codeagent-hangup-{os.getpid()}"
+    (tmp_path / "config.yaml").write_text("{}\n")
+    env = {"CODEAGENT_CONFIG": str(tmp_path / "config.yaml"), "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "traj"),
+           "PYTHONPATH": os.getcwd()}
+    command = (" ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+               + f" {shlex.quote(sys.executable)} -m codeagent.cli solve --example cart")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", "env " + command], check=True)
+    try:
+        Pane(name).wait_for("Run this command?", "sandbox ready")
+        assert _processes_with(str(tmp_path))
+    finally:
+        close_terminal(name, str(tmp_path))

@@ -17,6 +17,7 @@ def _fail(message: str) -> None:
 def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
     import logging
 
+    from codeagent.interrupts import forget_handled_interrupt
     from codeagent.models.errors import ModelConfigError
 
     from . import TrainError
@@ -33,6 +34,7 @@ def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
         _fail(str(error))
         return
     except KeyboardInterrupt:
+        forget_handled_interrupt()
         where = f" in {recipe.output_dir}" if recipe is not None else ""
         click.echo(f"interrupted; run the same command again to resume from the last checkpoint{where}", err=True)
         sys.exit(130)
@@ -234,6 +236,7 @@ def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_
           device: str | None, threads: int | None, max_request_mb: float, max_connections: int,
           allowed_hosts: tuple[str, ...]) -> None:
     """Serve a model (with its adapter) over an OpenAI-compatible chat API with tool calling."""
+    from codeagent.interrupts import forget_handled_interrupt
     from codeagent.models.errors import ModelConfigError
 
     from .serve import Server, load_served_model
@@ -253,7 +256,7 @@ def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        pass
+        forget_handled_interrupt()
     finally:
         server.httpd.server_close()
 

@@ -20,8 +20,10 @@ Importing this package does not import Textual: `run_tui` does, when it is calle
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,7 +94,21 @@ def _exit_on_hangup():
         return lambda: None
 
     def hangup(signum, frame):
+        threading.Thread(target=_end_after_grace, args=(128 + signum,), name="codeagent-hangup", daemon=True).start()
         raise SystemExit(128 + signum)
 
     previous = signal.signal(signal.SIGHUP, hangup)
     return lambda: signal.signal(signal.SIGHUP, previous)
+
+
+def _end_after_grace(code: int, grace: float = 30.0) -> None:
+    """After a hang-up the unwinding has `grace` seconds; a process still alive then (a thread that waits
+    for an answer nobody can give, a write to the closed terminal) removes its sandboxes (at most `grace`
+    seconds more) and ends, so no orphan keeps a container running."""
+    time.sleep(grace)
+    from ..sandbox.docker import close_all
+
+    removing = threading.Thread(target=close_all, name="codeagent-hangup-cleanup", daemon=True)
+    removing.start()
+    removing.join(grace)
+    os._exit(code)
