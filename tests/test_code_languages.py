@@ -97,3 +97,10 @@ def test_a_broken_language_file_names_itself(tmp_path):
     broken.write_text("name: broken\nextensions: [.brk]\n")  # no queries
     with pytest.raises(ValueError, match="broken.yaml"):
         load_spec(broken)
+
+
+def test_a_header_is_read_as_cpp_when_it_holds_cpp_and_as_c_otherwise():
+    cpp = outline("fmt/core.h", source=b"namespace fmt {\ntemplate <typename T> class buffer {\n public:\n  void push(T x) {}\n};\n}\n")
+    c = outline("cjson.h", source=b"typedef struct cJSON { int type; } cJSON;\nint cJSON_Version(void);\n")
+    assert cpp.language == "cpp" and not cpp.has_errors and "fmt.buffer.push" in cpp.qualnames()
+    assert c.language == "c" and "cJSON" in c.qualnames()

@@ -50,6 +50,9 @@ class LanguageSpec:
     common_names: frozenset[str] = frozenset()
     # Glob patterns of file names that hold tests (`*_test.go`).
     test_files: tuple[str, ...] = ()
+    # (language, markers): a file of this language whose text holds a marker is that language
+    # (a `.h` header that holds C++).
+    read_as: tuple[tuple[str, tuple[bytes, ...]], ...] = ()
 
 
 def load_spec(path: Path) -> LanguageSpec:
@@ -70,6 +73,8 @@ def load_spec(path: Path) -> LanguageSpec:
             # YAML reads `True`/`False` as booleans: names all the same
             common_names=frozenset(str(name) for name in data.get("common_names") or ()),
             test_files=tuple(str(pattern) for pattern in data.get("test_files") or ()),
+            read_as=tuple((str(rule["language"]), tuple(str(m).encode() for m in rule["when_any"]))
+                          for rule in data.get("read_as") or ()),
         )
     except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path}: not a language spec ({type(error).__name__}: {error})") from error
@@ -88,6 +93,15 @@ _BY_NAME = {spec.name: spec for spec in LANGUAGES}
 def spec_for_path(path: str | PurePath) -> LanguageSpec | None:
     """The language of a file, by its extension; None when code navigation does not know it."""
     return _BY_EXTENSION.get(PurePath(path).suffix.lower())
+
+
+def spec_for_source(path: str | PurePath, source: bytes) -> LanguageSpec | None:
+    """The language of a file, by its extension, then by its text where the extension is shared."""
+    spec = spec_for_path(path)
+    for language, markers in spec.read_as if spec else ():
+        if any(marker in source for marker in markers):
+            return spec_by_name(language)
+    return spec
 
 
 def spec_by_name(name: str) -> LanguageSpec:
