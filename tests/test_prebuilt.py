@@ -243,7 +243,7 @@ def test_the_agent_runs_in_the_r2e_image_without_its_hidden_tests(pushed, tmp_pa
     from codeagent.config import Config
     from codeagent.data.formats import load_tasks
     from codeagent.evals.batch import run_batch
-    from codeagent.evals.executors import LocalExecutor
+    from codeagent.executors.local import LocalExecutor
     from codeagent.harness.prebuilt import image_snapshot, mark, prepare
     from codeagent.models import ScriptedModel
     from codeagent.sandbox.docker import DockerSandbox

@@ -10,7 +10,7 @@ from typing import Any
 from .. import patches as patch_bytes
 from ..task import Task
 from ..visible import visible
-from .executors import Executor, LocalExecutor
+from ..executors.local import Executor, LocalExecutor
 from .phases import PHASE_FILE, clear_phase, set_phase
 from .runner import BatchDir, check_distinct_folders, is_error, process_instance, write_json_atomic
 

@@ -83,7 +83,7 @@ def grade(dataset, instances, regex, repo_filter, slice_, repos, workers, output
     """Grade patches: each instance's report lands in OUTPUT/instances/ID/report.json."""
     from ..config import ConfigError, flag_overrides, load_config
     from .batch import changed_predictions, grade_batch
-    from .ray_executor import RayUnavailable
+    from ..executors.ray_executor import RayUnavailable
     from .runner import BatchDir
 
     if sum(map(bool, (predictions, gold, empty))) != 1:
@@ -132,7 +132,7 @@ def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, 
     from ..config import ConfigError, flag_overrides, load_config
     from ..models import ModelConfigError
     from .batch import run_batch
-    from .ray_executor import RayUnavailable
+    from ..executors.ray_executor import RayUnavailable
 
     with _errors(ConfigError, ModelConfigError, RayUnavailable):
         overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
@@ -320,10 +320,10 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
 
 def _executor(workers: int, kind: str = "local", ray_address: str | None = None):
     if kind == "ray":
-        from .ray_executor import RayExecutor
+        from ..executors.ray_executor import RayExecutor
 
         return RayExecutor(ray_address)
-    from .executors import LocalExecutor
+    from ..executors.local import LocalExecutor
 
     return LocalExecutor(workers)
 
