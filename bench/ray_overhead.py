@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from codeagent.evals.batch import _drive_shipped  # noqa: E402
-from codeagent.executors.local import LocalExecutor  # noqa: E402
 from codeagent.evals.runner import BatchDir  # noqa: E402
+from codeagent.executors.local import LocalExecutor  # noqa: E402
 
 
 def unit(job: tuple[dict, float, int]) -> dict:

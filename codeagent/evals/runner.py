@@ -22,35 +22,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..data.ids import instance_folder
 from ..executors.shipped import write_shipped_files
 from ..locks import file_lock
 from .phases import PHASE_FILE
-
-SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def instance_folder(instance_id: str) -> str:
-    """The folder name of an instance under instances/: its id with unsafe characters as `_`."""
-    name = SAFE.sub("_", instance_id)
-    return name if name.strip(".") else "_" + name  # "", "." and ".." are no folder of their own
-
-
-def check_distinct_folders(instance_ids: Iterable[str]) -> None:
-    """Two ids that give one folder (equal after `_` replaces their unsafe characters, or but for
-    case, on a case-insensitive disk) would share a prediction and a report: a ValueError names both."""
-    seen: dict[str, str] = {}
-    for instance_id in instance_ids:
-        key = instance_folder(instance_id).lower()
-        other = seen.setdefault(key, instance_id)
-        if other != instance_id:
-            raise ValueError(f"instances {other!r} and {instance_id!r} would share one output folder "
-                             f"(instances/{instance_folder(instance_id)}): rename one of them in the dataset")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
