@@ -39,6 +39,12 @@ def test_an_unknown_format_is_a_clear_error_naming_the_known_ones(tmp_path):
                                                   "swebench, swe-gym, swe-smith, r2e-gym, toy"):
             call()
     assert issubclass(TaskFormatError, DatasetError)  # evals/ and train/ catch one error for any source
+    from pydantic import ValidationError
+
+    from codeagent.train.recipe import DataSection
+
+    with pytest.raises(ValidationError, match="unknown task format 'swe-bench'; use auto or one of swebench"):
+        DataSection(tasks_format="swe-bench")
 
 
 def test_a_new_format_is_one_entry(tmp_path, monkeypatch):
@@ -57,6 +63,10 @@ def test_a_new_format_is_one_entry(tmp_path, monkeypatch):
     assert [t.instance_id for t in load_tasks(path, "mined", slice="1:")] == ["m-2"]
     with pytest.raises(TaskFormatError, match=r"bad.jsonl: task 1: missing field 'issue'"):
         load_tasks(write_jsonl(tmp_path / "bad.jsonl", [{"key": "m-1", "repository": "/r"}]), "mined")
+    from codeagent.train.data import rl_tasks
+    from codeagent.train.recipe import DataSection
+
+    assert [t.instance_id for t in rl_tasks(DataSection(tasks=str(path), tasks_format="mined"))] == ["m-1", "m-2"]
 
 
 def test_one_router_reads_every_kind_of_source(tmp_path):
