@@ -72,6 +72,55 @@ def test_behaviour_weights_truncate_or_mask_and_measure_the_mismatch():
     assert weights[0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0] and stats["mismatch_kl"] == 0.0
 
 
+@pytest.mark.parametrize("mode", ["token_mask", "token_truncate"])
+def test_the_loss_weighs_tokens_by_the_logprobs_recorded_at_sampling(tiny, tmp_path, mode):
+    """A real GRPO step of the async trainer on scripted samples whose recorded (behaviour) logprobs say the
+    sampler gave every token probability 1: the trainer's ratio to it is far below 1/cap on every token,
+    so token_mask leaves them all out of the loss (the adapter does not move) while token_truncate keeps
+    them, weighted (it moves); both measure the mismatch."""
+    import os
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from codeagent.train.modeling import lora_config, trl_args
+    from codeagent.train.offpolicy import trainer_class
+    from codeagent.train.recipe import load_recipe
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    prompt = tokenizer("<|im_start|>user\nFix it<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    good = tokenizer("<tool_call>submit</tool_call>", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    bad = tokenizer("No.", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+
+    def rollout(prompts, trainer):
+        completions = [good if i % 2 == 0 else bad for i in range(len(prompts))]
+        return {"prompt_ids": [prompt] * len(prompts), "completion_ids": completions,
+                "logprobs": [[0.0] * len(c) for c in completions], "is_good": [i % 2 == 0 for i in range(len(prompts))]}
+
+    def reward(prompts, completions, is_good, **_):
+        return [1.0 if flag else 0.0 for flag in is_good]
+
+    recipe_ = load_recipe("grpo-tiny-async", [f"model.base={tiny}", f"output_dir={tmp_path}", "trainer.max_steps=1",
+                                              "trainer.num_generations=2", "trainer.per_device_train_batch_size=2"])
+    trainer = trainer_class()(model=AutoModelForCausalLM.from_pretrained(tiny), reward_funcs=[reward],
+                              args=trl_args(recipe_, temperature=1.0), processing_class=tokenizer,
+                              train_dataset=Dataset.from_list([{"prompt": "fix"}] * 4), rollout_func=rollout,
+                              peft_config=lora_config(recipe_))
+    stats = []
+    trainer.off_policy_mode, trainer.off_policy_cap, trainer.on_batch = mode, 2.0, stats.append
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.train()
+    moved = any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters() if p.requires_grad)
+    assert len(stats) == 1 and stats[0]["tokens"] == len(good) + len(bad)
+    assert stats[0]["mismatch_kl"] > 1.0 and stats[0]["is_ratio_mean"] < 0.5
+    if mode == "token_mask":
+        assert stats[0]["is_masked_fraction"] == 1.0 and not moved
+    else:
+        assert stats[0]["is_masked_fraction"] == 0.0 and moved
+
+
 def test_a_rollout_samples_from_the_version_it_leased():
     """Publishing a new version does not touch the copy a running rollout samples from; a copy nobody uses
     any more is closed and its weights reused, overwritten with the trained tensors only."""
