@@ -172,6 +172,17 @@ def test_async_mode_refuses_what_it_cannot_do(tiny):
         load_recipe("grpo-tiny-async", [f"model.base={tiny}", "rollout.max_staleness=-1"])
 
 
+def test_objective_options_reach_trl_as_recipe_options(tiny):
+    """Dr.GRPO (DeepSWE's objective): no std scaling of the rewards and the dr_grpo loss, set in the recipe."""
+    from codeagent.train.modeling import trl_args
+    from codeagent.train.recipe import load_recipe
+
+    run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "trainer.scale_rewards=none",
+                                          "trainer.loss_type=dr_grpo"])
+    args = trl_args(run, temperature=1.0)
+    assert args.scale_rewards == "none" and args.loss_type == "dr_grpo"
+
+
 def test_async_tiny_recipe_trains_with_versioned_rollouts_in_docker(tiny, tmp_path, no_leaks):
     """train/grpo-tiny-async.yaml on CPU with the Docker toy tasks. One worker runs the rollouts in order and
     two batches may be started ahead, so the second group starts while the trainer is still on version 0;
