@@ -121,6 +121,55 @@ def test_the_loss_weighs_tokens_by_the_logprobs_recorded_at_sampling(tiny, tmp_p
         assert stats[0]["is_masked_fraction"] == 0.0 and moved
 
 
+def test_a_sampler_stuck_on_the_initial_policy_shows_in_mismatch_kl(tiny, tmp_path):
+    """The bug class of a weight sync that never arrives: every batch's logprobs come from the initial policy
+    while the trainer moves on. mismatch_kl is ~0 at the first step and grows with every step after."""
+    import os
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from codeagent.train.modeling import lora_config, trl_args
+    from codeagent.train.offpolicy import trainer_class
+    from codeagent.train.recipe import load_recipe
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    prompt = tokenizer("<|im_start|>user\nFix it<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    good = tokenizer("<tool_call>submit</tool_call>", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    bad = tokenizer("No.", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    initial = AutoModelForCausalLM.from_pretrained(tiny)
+
+    def logprobs(completion):  # the initial policy's, at temperature 1 (a LoRA adapter starts as a no-op)
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            logp = torch.log_softmax(initial(input_ids=ids).logits[0, len(prompt) - 1:-1].float(), -1)
+        return logp[torch.arange(len(completion)), torch.tensor(completion)].tolist()
+
+    stale = {tuple(good): logprobs(good), tuple(bad): logprobs(bad)}
+
+    def rollout(prompts, trainer):
+        completions = [good if i % 2 == 0 else bad for i in range(len(prompts))]
+        return {"prompt_ids": [prompt] * len(prompts), "completion_ids": completions,
+                "logprobs": [stale[tuple(c)] for c in completions], "is_good": [i % 2 == 0 for i in range(len(prompts))]}
+
+    def reward(prompts, completions, is_good, **_):
+        return [1.0 if flag else 0.0 for flag in is_good]
+
+    recipe_ = load_recipe("grpo-tiny-async", [f"model.base={tiny}", f"output_dir={tmp_path}", "trainer.max_steps=3",
+                                              "trainer.num_generations=2", "trainer.per_device_train_batch_size=2"])
+    trainer = trainer_class()(model=AutoModelForCausalLM.from_pretrained(tiny), reward_funcs=[reward],
+                              args=trl_args(recipe_, temperature=1.0), processing_class=tokenizer,
+                              train_dataset=Dataset.from_list([{"prompt": "fix"}] * 6), rollout_func=rollout,
+                              peft_config=lora_config(recipe_))
+    stats = []
+    trainer.off_policy_mode, trainer.on_batch = "none", stats.append
+    trainer.train()
+    kl = [s["mismatch_kl"] for s in stats]
+    assert len(kl) == 3 and kl[0] < 1e-6 < kl[1] < kl[2], kl
+
+
 def test_a_rollout_samples_from_the_version_it_leased():
     """Publishing a new version does not touch the copy a running rollout samples from; a copy nobody uses
     any more is closed and its weights reused, overwritten with the trained tensors only."""

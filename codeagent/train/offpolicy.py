@@ -50,10 +50,11 @@ def behaviour_weights(proximal, behaviour, mask, *, mode: str = "token_truncate"
         weights = torch.ones_like(ratio)
     weights = weights.masked_fill(~mask, 0.0)
     tokens = int(mask.sum())
-    k3 = (ratio - 1.0 - log_ratio)[mask]
+    exact = log_ratio.double()[mask]  # float32 rounding would make k3 of tiny differences negative
+    k3 = torch.expm1(exact) - exact
     stats = {
         "tokens": tokens,
-        "mismatch_kl": float(k3.mean()) if tokens else 0.0,
+        "mismatch_kl": max(0.0, float(k3.mean())) if tokens else 0.0,
         "mismatch_logp_abs_max": float(log_ratio[mask].abs().max()) if tokens else 0.0,
         "is_ratio_mean": float(ratio[mask].mean()) if tokens else 1.0,
         "is_masked_fraction": float(outside.sum()) / tokens if tokens else 0.0,
