@@ -72,6 +72,53 @@ def test_behaviour_weights_truncate_or_mask_and_measure_the_mismatch():
     assert weights[0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0] and stats["mismatch_kl"] == 0.0
 
 
+def test_workers_run_ahead_and_a_broken_weight_sync_is_an_error(tiny):
+    """The producer, the buffer and the versions together, with scripted rollouts (no Docker): the workers
+    fill the buffer ahead with version 0; at step 1 without a publish the trainer refuses to go on (the
+    sync broke: sampling the old policy would go unseen); once published, the version-0 groups are dropped
+    and what is handed to TRL was sampled by version 1."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from codeagent.task import Task
+    from codeagent.train.async_rollouts import AsyncRollouts
+    from codeagent.train.recipe import load_recipe
+    from codeagent.train.rollouts import Rollout, Rollouts
+    from codeagent.train.sequences import TokenSequence
+    from codeagent.train.versions import PolicyVersions
+
+    run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "trainer.num_generations=2",
+                                          "trainer.per_device_train_batch_size=2", "rollout.max_staleness=0",
+                                          "rollout.buffer_batches=3", "rollout.workers=2"])
+    rollouts = Rollouts(run, [], tokenizer=SimpleNamespace(eos_token_id=2), config=None, store=None)
+    task = Task(instance_id="t1", repo="/nowhere", problem_statement="fix")
+    seen = []
+
+    def run_one(task, policy, group_id, index, pool=None, store=None):
+        seen.append((store.version, policy))
+        return Rollout(task.instance_id, trajectory_id=f"{group_id}-{index}", rewards={"resolved": 0.0, "total": 0.0},
+                       sequence=TokenSequence([1], [5], [1], [-0.5]))
+
+    rollouts.run_one, rollouts._prepare_environments = run_one, lambda tasks: None
+    producer = AsyncRollouts(rollouts, [task])
+    producer.versions = PolicyVersions(lambda model: ("policy", id(model)))
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), model=torch.nn.Linear(1, 1))
+    try:
+        assert producer(["t1", "t1"], trainer)["policy_version"] == [0, 0]
+        trainer.state.global_step = 1
+        with pytest.raises(TrainError, match="never published"):
+            producer(["t1", "t1"], trainer)
+        producer.publish(trainer.model, 1)
+        output = producer(["t1", "t1"], trainer)
+        assert output["policy_version"] == [1, 1] and output["completion_ids"] == [[5], [5]]
+        record = producer.history[-1]
+        assert record["dropped_stale_groups"] >= 1 and record["dropped_versions"] == [0]
+        assert all(version in (0, 1) for version, _ in seen)
+    finally:
+        producer.close()
+
+
 @pytest.mark.parametrize("mode", ["token_mask", "token_truncate"])
 def test_the_loss_weighs_tokens_by_the_logprobs_recorded_at_sampling(tiny, tmp_path, mode):
     """A real GRPO step of the async trainer on scripted samples whose recorded (behaviour) logprobs say the

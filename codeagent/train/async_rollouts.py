@@ -69,6 +69,8 @@ class AsyncRollouts:
     """TRL's rollout_func in async mode; see the module docstring."""
 
     def __init__(self, rollouts: Rollouts, tasks: list, *, seed: int = 0):
+        if not tasks:
+            raise TrainError("async GRPO has no tasks to roll out")
         recipe = rollouts.recipe
         settings = recipe.rollout
         self.rollouts = rollouts
@@ -115,6 +117,9 @@ class AsyncRollouts:
         step = int(trainer.state.global_step)
         if not self.started:
             self.start(unwrapped(trainer), step)
+        elif self.versions.version != step:  # the weight sync broke: fail now, not sample an old policy unseen
+            raise TrainError(f"the trainer is at step {step} but the rollout workers sample version "
+                             f"{self.versions.version}: the weights of this step were never published to them")
         if len(prompts) != self.groups_per_batch * self.group_size:
             raise TrainError(f"TRL asked for {len(prompts)} rollouts; async GRPO expected "
                              f"{self.groups_per_batch * self.group_size}")
