@@ -3,6 +3,10 @@
 Loss options go to TRL as they are (`trainer.loss_type: dapo | dr_grpo | grpo`, `epsilon`,
 `epsilon_high` for clip-higher, `beta` = 0 i.e. no KL by default, `scale_rewards`, ...). The sampling
 temperature is `rollout.temperature`, used both to generate and in the loss.
+
+`rollout.asynchronous: true`: rollout workers keep sampling from versioned copies of the policy while the
+trainer steps, stale groups are dropped, and the loss corrects for the sampler with the logprobs it
+recorded (async_rollouts.py, offpolicy.py).
 """
 
 from __future__ import annotations
@@ -69,6 +73,12 @@ def _check_owned(recipe: Recipe) -> None:
 
 def _use_vllm(recipe: Recipe) -> bool:
     choice = recipe.rollout.generation
+    if recipe.rollout.asynchronous:
+        if choice == "vllm":
+            raise TrainError("rollout.asynchronous samples from versioned copies of the policy; TRL's colocated vLLM "
+                             "holds one copy, updated in place at every step, so a run would mix two policies "
+                             "unseen. Use rollout.generation=transformers (the vLLM server route is not built yet)")
+        return False
     if choice == "transformers":
         return False
     import importlib.util
@@ -125,11 +135,22 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
                                        samples=recipe.rollout.eval_samples,
                                        write=lambda record: rollouts.on_eval(record) if rollouts.on_eval else None)
         callbacks.append(evaluation.callback)
-    trainer = GRPOTrainer(
+    trainer_class, rollout_func, publish = GRPOTrainer, rollouts, None
+    if recipe.rollout.asynchronous:
+        trainer_class, rollout_func, publish = _asynchronous(recipe, rollouts, tasks)
+        callbacks.append(publish)
+    trainer = trainer_class(
         model=model, reward_funcs=[rewards.reward_function(name) for name, _ in components], args=args,
         train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config_for(model, recipe),
-        rollout_func=rollouts, callbacks=callbacks,
+        rollout_func=rollout_func, callbacks=callbacks,
     )
+    if publish is not None:
+        if trainer.accelerator.num_processes > 1:
+            raise TrainError("rollout.asynchronous runs in one training process for now (its rollout workers and "
+                             "policy copies live in it); launch without accelerate's multi-process configs")
+        publish.trainer = trainer
+        trainer.off_policy_mode, trainer.off_policy_cap = recipe.rollout.off_policy_correction, recipe.rollout.off_policy_cap
+        trainer.on_batch = rollout_func.on_loss_statistics
     if evaluation is not None:
         evaluation.trainer = trainer
     rollouts.evaluation = evaluation
@@ -140,6 +161,21 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     return trainer, tokenizer, rollouts, summary
 
 
+def _asynchronous(recipe: Recipe, rollouts, tasks: list):
+    """Async GRPO's pieces (async_rollouts.py): the trainer class whose loss corrects for stale samples, the
+    rollout function fed by the workers, and the callback that publishes each step's weights."""
+    from .async_rollouts import AsyncRollouts, publish_callback
+    from .offpolicy import LINEAR_LOSSES, trainer_class
+
+    loss = recipe.trainer.get("loss_type", "dapo")
+    if recipe.rollout.off_policy_correction != "none" and loss not in LINEAR_LOSSES:
+        raise TrainError(f"rollout.off_policy_correction weighs each token's advantage, which is its loss's weight "
+                         f"for {', '.join(LINEAR_LOSSES)} only; trainer.loss_type={loss}: pick one of those or set "
+                         "rollout.off_policy_correction=none")
+    producer = AsyncRollouts(rollouts, tasks, seed=recipe.seed)
+    return trainer_class(), producer, publish_callback(producer)
+
+
 def run(recipe: Recipe, *, callbacks=(), store=None, tasks: list | None = None) -> Path:
     out = Path(recipe.output_dir)
     metrics = MetricsFile(out / "metrics.jsonl")
@@ -148,7 +184,17 @@ def run(recipe: Recipe, *, callbacks=(), store=None, tasks: list | None = None) 
     rollouts.on_summary = lambda entry: metrics.write(
         {"event": "rollouts", **{k: v for k, v in entry.items() if k != "trajectory_ids"}})
     rollouts.on_eval = metrics.write
-    final = train(trainer, recipe, metrics)
+    producer = getattr(trainer, "rollout_func", None) if recipe.rollout.asynchronous else None
+    if producer is not None:
+        producer.on_record = lambda record: metrics.write({k: v for k, v in record.items() if k != "trajectory_ids"})
+    try:
+        final = train(trainer, recipe, metrics)
+    finally:
+        if producer is not None:
+            producer.close()
+    if producer is not None:
+        summary["async"] = {"max_staleness": recipe.rollout.max_staleness, "published_versions": producer.versions.published,
+                            "dropped_stale_groups": producer.buffer.dropped_total}
     if rollouts.evaluation is not None:
         summary["held_out_evals"] = rollouts.evaluation.history
     summary["rollouts"] = [{k: v for k, v in h.items() if k != "trajectory_ids"} for h in rollouts.history]

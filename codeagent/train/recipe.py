@@ -151,6 +151,16 @@ class RolloutSection(_Strict):
     # `eval_samples` rollouts per task with the current policy; pass@1 and pass@eval_samples are logged.
     eval_every: int = 0
     eval_samples: int = 4
+    # Async GRPO (train/async_rollouts.py): rollout workers keep sampling from versioned copies of the policy
+    # while the trainer steps; each rollout records the version that sampled it; groups staler than
+    # max_staleness optimizer steps are dropped (counted in metrics.jsonl); at most buffer_batches generation
+    # batches are started ahead (default max_staleness + 1). The loss weighs each token by proximal/behaviour
+    # logprob ratio (offpolicy.py): token_truncate at off_policy_cap, token_mask outside [1/cap, cap], or none.
+    asynchronous: bool = False
+    max_staleness: int = Field(default=1, ge=0)
+    buffer_batches: int | None = Field(default=None, ge=1)
+    off_policy_correction: Literal["token_truncate", "token_mask", "none"] = "token_truncate"
+    off_policy_cap: float = Field(default=2.0, gt=1.0)
 
 
 class RewardsSection(_Strict):

@@ -54,6 +54,7 @@ class Rollout:
     grade: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     infra_failure: str | None = None  # not the policy's doing: reward None, left out
+    policy_version: int | None = None  # the policy weights that sampled it (async GRPO: async_rollouts.py)
 
 
 # Exit statuses and grading outcomes that say the machinery failed, not the policy.
@@ -342,7 +343,7 @@ class Rollouts:
         return open_task_sandbox(task, self.config, self.recipe.rollout.environment, self.recipe.rollout.executor,
                                  self.recipe.rollout.ray_address)
 
-    def run_one(self, task, policy, group_id: str, index: int, pool=None) -> Rollout:
+    def run_one(self, task, policy, group_id: str, index: int, pool=None, store=None) -> Rollout:
         from codeagent.agent.loop import Agent
         from codeagent.harness import integrity
 
@@ -352,7 +353,7 @@ class Rollouts:
         rollout = Rollout(task.instance_id)
         grader = self._grader(task)
         hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})  # the agent never sees them
-        agent = Agent(policy, self.config, store=self.store)
+        agent = Agent(policy, self.config, store=store or self.store)  # store: async GRPO's, records the version
         try:
             with self._sandbox(task, pool) as box:
                 result = agent.run(hidden, box, group_id=group_id, candidate_index=index)

@@ -96,6 +96,9 @@ class Trajectory(BaseModel):
     # call did. Optional fields added without a version bump: older records read as None.
     parent_id: str | None = None
     parent_step: int | None = None
+    # A GRPO rollout's: the version of the policy weights that sampled it (optimizer steps taken when they
+    # were published to the rollout workers; train/async_rollouts.py). None for every other run.
+    policy_version: int | None = None
     totals: Totals = Field(default_factory=Totals)
 
     @property

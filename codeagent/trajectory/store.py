@@ -39,7 +39,7 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 # Header fields; steps, updates and later records fill in the rest.
 HEADER_FIELDS = (
     "schema_version", "id", "created", "task", "config", "model", "api_base", "sampling", "tools",
-    "messages", "group_id", "candidate_index", "parent_id", "parent_step",
+    "messages", "group_id", "candidate_index", "parent_id", "parent_step", "policy_version",
 )
 
 
