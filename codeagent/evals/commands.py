@@ -278,6 +278,7 @@ def _task_file(dataset: str):
 def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, images=None):
     import re
 
+    from ..harness.env_images import pulled
     from ..harness.prebuilt import mark
     from .datasets import DatasetError, load_tasks, parse_slice, repo_under
     from .runner import check_distinct_folders
@@ -305,7 +306,7 @@ def _tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, ima
     if repos:
         located = []
         for task in tasks:
-            if task.extra.get("images"):  # its repository is in its image
+            if pulled(task):  # its repository is in its image
                 located.append(task)
                 continue
             name = task.extra.get("swebench_repo") or ""
