@@ -92,7 +92,7 @@ class BuiltImages:
         return {"python_requested": spec.python_requested, "python_used": spec.python_used,
                 "python_fallback": spec.fallback, "log_parser": spec.log_parser}
 
-    def plan(self, *, network: bool = True) -> TestPlan:
+    def plan(self, *, network: bool = False) -> TestPlan:
         from .env_plan import spec_plan
 
         return spec_plan(self.task, self.spec, network=network)
@@ -102,7 +102,7 @@ class BuiltImages:
         facts = {"image": images.instance, **self.facts(),
                  "images": {"base": images.base, "env": images.env, "instance": images.instance},
                  "layers_built": images.built, "image_seconds": round(images.seconds, 2)}
-        return Grading(images.instance, self.plan(), services=self.services, facts=facts)
+        return Grading(images.instance, self.plan(network=True), services=self.services, facts=facts)
 
     @staticmethod
     def reason(error: Exception) -> str:
