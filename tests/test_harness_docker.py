@@ -458,13 +458,13 @@ def test_a_fake_fix_is_not_resolved_and_earns_no_reward(task, tmp_path, name):
 def test_the_sandbox_grader_catches_the_fake_fix(task, tmp_path, name):
     """GRPO's sandbox grader (the run's patch in a fresh sandbox, as rollouts grade): a fake fix is
     unresolved with the guard's evidence, its rewards 0 even were it graded resolved."""
+    from codeagent.harness.env_grade import grade_in_sandbox
     from codeagent.harness.environment import task_images
     from codeagent.harness.specs import spec_for
     from codeagent.sandbox.docker import DockerSandbox
     from codeagent.sandbox.workspace import snapshot
     from codeagent.train.recipe import RewardsSection
     from codeagent.train.rewards import compute
-    from codeagent.train.rollouts import grade_in_sandbox
 
     path, content, flagged = FAKE_FIXES[name]
     spec = spec_for(task)
@@ -473,7 +473,7 @@ def test_the_sandbox_grader_catches_the_fake_fix(task, tmp_path, name):
         box.write_file(path, content)
         patch = box.diff()
     with DockerSandbox(snapshot(task.repo, task.base_commit), prepared_image=image) as fresh:  # as rollouts grade
-        grade = grade_in_sandbox(fresh, task, harness_spec=spec, patch=patch)
+        grade = grade_in_sandbox(fresh, task, patch, harness=True)
     assert grade["outcome"] == "unresolved" and grade["tamper_evidence"], grade
     assert grade["touches_test_infrastructure"] == sorted(flagged)
 

@@ -69,12 +69,13 @@ def test_without_the_service_the_report_names_the_tests_that_tried_the_network(t
 
 def test_a_rollout_sandbox_has_the_services_and_grades_in_place(tmp_path, base_image):
     from codeagent.config import Config
-    from codeagent.harness.specs import spec_for
-    from codeagent.train.rollouts import grade_in_sandbox, open_task_sandbox
+    from codeagent.harness.env_grade import grade_in_sandbox
+    from codeagent.harness.env_sandbox import open_agent_sandbox
+    from codeagent.sandbox import Limits
 
     task = make_task(tmp_path, [HTTPBIN])
-    with open_task_sandbox(task, Config(), "harness") as box:
+    with open_agent_sandbox(task, limits=Limits.from_settings(Config().sandbox)) as box:
         assert box.run("python -c \"from client import fetch; print(fetch('http://httpbin.org/get')['url'])\"",
                        timeout=60).output.strip() == "http://httpbin.org/get"
-        grade = grade_in_sandbox(box, task, harness_spec=spec_for(task), patch="")
+        grade = grade_in_sandbox(box, task, "", harness=True)
     assert grade["outcome"] == "resolved", grade.get("reason")

@@ -157,7 +157,7 @@ def vllm_trainer(mode: str, processes: int = 1, **fields):
 
 def test_vllm_refuses_modes_that_would_hang_with_several_ranks():
     from codeagent.train import TrainError
-    from codeagent.train.rollouts import VLLMGenerator
+    from codeagent.train.generation import VLLMGenerator
 
     with pytest.raises(TrainError, match="collective"):
         VLLMGenerator(vllm_trainer("server", processes=2))
@@ -168,7 +168,7 @@ def test_vllm_refuses_modes_that_would_hang_with_several_ranks():
 
 
 def test_vllm_server_mode_batches_turns_and_honours_each_turn_limit():
-    from codeagent.train.rollouts import VLLMGenerator
+    from codeagent.train.generation import VLLMGenerator
 
     trainer = vllm_trainer("server")
     engine = VLLMGenerator(trainer)
@@ -339,7 +339,7 @@ def test_a_conversation_keeps_one_cache_entry_and_its_end_releases_it(tiny):
     (what rollouts call with the last recorded step) drops it."""
     from codeagent.models.hf import HFModel
     from codeagent.models.types import Sampling
-    from codeagent.train.rollouts import _release_conversation
+    from codeagent.train.generation import release_conversation
 
     policy = HFModel(tiny.model, tiny.tokenizer, name="release")
     engine = policy.generator
@@ -352,7 +352,7 @@ def test_a_conversation_keeps_one_cache_entry_and_its_end_releases_it(tiny):
             messages = messages + [response.to_message(), {"role": "user", "content": f"observation {turn}"}]
             assert len(engine.prefix_cache) == 1  # this conversation's latest turn only
         assert engine.reused_tokens > 0
-        _release_conversation(policy, steps)
+        release_conversation(policy, steps)
         assert len(engine.prefix_cache) == 0 and engine.prefix_cache.bytes == 0
     finally:
         policy.close()

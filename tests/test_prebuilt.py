@@ -279,14 +279,16 @@ def test_rollouts_open_the_task_image_through_the_configured_mirror(pushed):
     mirror of the config key images.registry."""
     from codeagent.config import Config
     from codeagent.data import load_tasks
-    from codeagent.train.rollouts import open_task_sandbox, warm_sandbox_factory
+    from codeagent.harness.env_sandbox import agent_sandboxes, open_agent_sandbox
+    from codeagent.sandbox import Limits
 
     (task,) = load_tasks(pushed["r2e"])
     config = Config(images={"registry": pushed["registry"]})
-    with open_task_sandbox(task, config, "harness") as box:
+    options = {"registry": config.images.registry, "limits": Limits.from_settings(config.sandbox)}
+    with open_agent_sandbox(task, **options) as box:
         assert box.run("command -v python; git status --porcelain; ls /root").output.split() == [
             "/testbed/.venv/bin/python"]
-    start = warm_sandbox_factory(task, config, "harness")
+    start = agent_sandboxes(task, **options).start
     with start() as box:
         assert box.run("git diff codeagent-base --stat").output == ""
 

@@ -101,7 +101,7 @@ def test_an_over_long_prompt_fails_its_own_turn_not_its_batchs(monkeypatch):
     answers by eliding the conversation) and cuts the others' limits to the room left."""
     from codeagent.models.batching import Request
     from codeagent.models.errors import ContextWindowExceeded
-    from codeagent.train.rollouts import VLLMGenerator
+    from codeagent.train.generation import VLLMGenerator
 
     monkeypatch.setitem(sys.modules, "vllm", stand_in_vllm_module())
     llm = StandInLLM(max_model_len=10)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,66 +9,25 @@ from typing import Any
 from .. import patches as patch_bytes
 from ..data.ids import check_distinct_folders
 from ..executors.local import Executor, LocalExecutor
+from ..harness.env_grade import collect_files, grade_patch, grade_shipped
+from ..harness.env_grade import say as _say
+from ..harness.env_images import OFFLINE_HINT
 from ..task import Task
-from ..visible import visible
 from .phases import PHASE_FILE, clear_phase, set_phase
 from .runner import BatchDir, is_error, process_instance, write_json_atomic
-
-# Said where a repository given by URL cannot be cloned: the usual cause is a machine offline.
-OFFLINE_HINT = ("the repository could not be cloned (offline, or no access?): pass --repos DIR, where DIR/owner/name "
-                "is a git clone or mirror of each repository")
 
 Progress = Callable[[dict], None]
 
 
 def grade_task(task: Task, patch: str, instance_dir: Path) -> dict:
-    """Build (or reuse) the task's images and grade `patch`: the full per-instance report."""
-    from ..harness.directives import test_command
-    from ..harness.environment import task_images
-    from ..harness.evaluate import evaluate_patch
-    from ..harness.grading import Outcome, not_run
-    from ..harness.prebuilt import is_prebuilt
-    from ..harness.specs import spec_for
-    from ..sandbox.errors import CloneFailed
-
-    if is_prebuilt(task):  # pulled, not built (--images official, SWE-Gym/SWE-smith/R2E-Gym tasks)
-        from ..harness.prebuilt_eval import grade_prebuilt
-
-        return grade_prebuilt(task, patch, instance_dir, progress=lambda line: _say(task.instance_id, line))
-    started = time.monotonic()
-    spec = spec_for(task)
-    facts = {"python_requested": spec.python_requested, "python_used": spec.python_used,
-             "python_fallback": spec.fallback, "log_parser": spec.log_parser}
-    try:
-        images = task_images(task, spec, log_dir=instance_dir, phase=lambda text: set_phase(instance_dir, text))
-    except Exception as exc:
-        unavailable = isinstance(exc, CloneFailed)  # not the environment's defect: its repository is not here
-        reason = f"{OFFLINE_HINT}. {exc}" if unavailable else f"the environment could not be built: {exc}"
-        graded = not_run(Outcome.HARNESS_ERROR, task.FAIL_TO_PASS, task.PASS_TO_PASS, reason=reason)
-        report = {"instance_id": task.instance_id, **graded.model_dump(mode="json"), "outcome": "harness_error",
-                  "tests_status": graded.to_swebench(), **facts, **({"repository_unavailable": True} if unavailable
-                                                                    else {})}
-    else:
-        set_phase(instance_dir, "testing")
-        report = evaluate_patch(task, patch, image=images.instance, test_command=test_command(task, spec),
-                                log_parser=spec.log_parser, timeout=spec.test_timeout, output_dir=instance_dir,
-                                services=spec.services, progress=lambda line: _say(task.instance_id, line),
-                                extra={**facts, "images": {"base": images.base, "env": images.env,
-                                                           "instance": images.instance},
-                                       "layers_built": images.built, "image_seconds": round(images.seconds, 2)})
-    report["total_seconds"] = round(time.monotonic() - started, 2)
-    return report
+    """The task's images got (built or pulled) and `patch` graded (harness/env_grade.py), with the
+    instance's phases for the progress display: the full per-instance report."""
+    return grade_patch(task, patch, instance_dir, phase=lambda text: set_phase(instance_dir, text),
+                       progress=lambda line: _say(task.instance_id, line))
 
 
 def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _say(instance_id: str, line: str) -> None:
-    """A progress line of a long test run, on stderr (workers share the terminal)."""
-    import sys
-
-    print(visible(f"[{instance_id.replace(chr(10), ' ')}] {line}"), file=sys.stderr, flush=True)  # untrusted both
 
 
 def _grade_one(job: tuple[dict, str, str, str]) -> dict:
@@ -82,41 +40,6 @@ def _grade_one(job: tuple[dict, str, str, str]) -> dict:
                 "patch_sha256": patch_bytes.digest(patch)}
 
     return process_instance(state, produce, lambda prediction: grade_task(task, prediction["model_patch"], state.root))
-
-
-def grade_shipped(job: tuple[dict, str]) -> dict:
-    """Grade on whichever machine runs this (a Ray worker node), in a scratch directory of its own:
-    only plain data comes back, the report and the files the grading wrote (test output, build logs)."""
-    import shutil
-
-    from ..private_dirs import make_private_dir, remove_dead_owners
-
-    task_data, patch = job
-    task = Task.model_validate(task_data)
-    remove_dead_owners("grade")  # the scratch of a worker that was killed mid-grade
-    scratch = make_private_dir("grade")
-    try:
-        report = grade_task(task, patch, scratch)
-        return {"report": report, "files": collect_files(scratch)}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-SHIPPED_FILE_LIMIT = 32 * 1024 * 1024  # a test log can be many MB; beyond this only its end comes back
-
-
-def collect_files(root: Path) -> dict[str, bytes]:
-    """The regular files under `root` by relative path (symbolic links are skipped)."""
-    files = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.name == PHASE_FILE:
-            continue
-        with open(path, "rb") as handle:
-            size = handle.seek(0, 2)
-            handle.seek(max(0, size - SHIPPED_FILE_LIMIT))
-            data = handle.read()
-        files[path.relative_to(root).as_posix()] = data
-    return files
 
 
 def changed_predictions(batch: BatchDir, patches: dict[str, str]) -> list[str]:
@@ -264,24 +187,23 @@ def solve_task(task: Task, config_data: dict, instance_dir: Path) -> dict:
     """Run the agent (or config.scaling.candidates of them, one selected) on a task, in sandboxes
     of its instance image: the prediction."""
     from ..config import Config
+    from ..harness.env_sandbox import agent_sandboxes
     from ..models import model_from_settings
     from ..run.solve import solve
     from ..sandbox import Limits
-    from ..sandbox.docker import DockerSandbox
     from ..sandbox.errors import CloneFailed
 
     config = Config.model_validate(config_data)
-    try:
-        image, snap = _agent_image(task, instance_dir)
+    try:  # the agent works without the task's service sidecars (only its tests get them)
+        sandboxes = agent_sandboxes(task, limits=Limits.from_settings(config.sandbox), services=False,
+                                    log_dir=instance_dir, phase=lambda text: set_phase(instance_dir, text))
     except CloneFailed as exc:
         raise CloneFailed(f"{OFFLINE_HINT}. {_first_line(exc)}") from None
     set_phase(instance_dir, "running the agent")
-    limits = Limits.from_settings(config.sandbox)
     model = model_from_settings(config.model)
     agent_task = task.model_copy(update={"test_patch": None, "gold_patch": None, "FAIL_TO_PASS": []})  # never seen
     # with candidates, solve() starts the next sandboxes while the model thinks (a warm pool)
-    outcome = solve(agent_task, config, model, localize=False,
-                    sandbox_factory=lambda: DockerSandbox(snap, prepared_image=image, limits=limits))
+    outcome = solve(agent_task, config, model, localize=False, sandbox_factory=sandboxes.start)
     result = outcome.result
     prediction = {"instance_id": task.instance_id, "model_name_or_path": model.name, "model_patch": result.patch,
                   "trajectory_id": result.trajectory_id or None, "exit_status": result.exit_status,
@@ -292,20 +214,6 @@ def solve_task(task: Task, config_data: dict, instance_dir: Path) -> dict:
                            "selection": outcome.scaling.selection.model_dump(),
                            "candidates": [c.model_dump() for c in candidates]})
     return prediction
-
-
-def _agent_image(task: Task, instance_dir: Path):
-    """(the image the agent works in, the snapshot its sandboxes stand on)."""
-    from ..harness.environment import task_images
-    from ..harness.prebuilt import image_snapshot, is_prebuilt, prepare
-    from ..harness.specs import spec_for
-    from ..sandbox.workspace import snapshot
-
-    if is_prebuilt(task):
-        image = prepare(task, instance_dir).agent
-        return image, image_snapshot(image)
-    images = task_images(task, spec_for(task), log_dir=instance_dir, phase=lambda text: set_phase(instance_dir, text))
-    return images.instance, snapshot(task.repo, task.base_commit)
 
 
 def _grade_candidates(task: Task, prediction: dict, instance_dir: Path, config_data: dict) -> dict:
@@ -369,7 +277,7 @@ def run_shipped(job: tuple[dict, dict, dict | None]) -> dict:
             report = grade_task(task, prediction["model_patch"], root / "instance")
             _record_reward(config_data, prediction.get("trajectory_id"), report)
         report.update({key: prediction.get(key) for key in ("trajectory_id", "exit_status", "cost", "steps")})
-        return {"prediction": prediction, "report": report, "files": collect_files(root / "instance"),
+        return {"prediction": prediction, "report": report, "files": collect_files(root / "instance", {PHASE_FILE}),
                 "trajectories": {path.stem: path.read_bytes() for path in (root / "trajectories").glob("*.jsonl")}}
 
 

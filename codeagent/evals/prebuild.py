@@ -13,16 +13,14 @@ from ..task import Task
 
 def build_images(task_data: list[dict]) -> dict[str, Any]:
     """Build what is missing of each task's images here: the layers built, and each task's error."""
-    from ..harness.environment import task_images
-    from ..harness.prebuilt import is_prebuilt, prepare
-    from ..harness.specs import spec_for
+    from ..harness.env_images import image_source
 
     built: list[str] = []
     errors: dict[str, str] = {}
     for data in task_data:
         task = Task.model_validate(data)
         try:
-            built += prepare(task).built if is_prebuilt(task) else task_images(task, spec_for(task)).built
+            built += image_source(task).prepare()
         except Exception as error:  # that instance fails when it is graded, as it would have without this
             errors[task.instance_id] = f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
     return {"built": built, "errors": errors}

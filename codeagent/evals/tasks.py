@@ -10,6 +10,7 @@ def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None,
     from ..data import DatasetError, load_tasks
     from ..data.ids import check_distinct_folders
     from ..data.swebench import repo_under
+    from ..harness.env_images import pulled
     from ..harness.prebuilt import mark
 
     tasks = load_tasks(dataset, instance_ids=instances.split(",") if instances else None, regex=regex,
@@ -25,7 +26,7 @@ def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None,
     if repos:
         located = []
         for task in tasks:
-            if task.extra.get("images"):  # its repository is in its image
+            if pulled(task):  # its repository is in its image
                 located.append(task)
                 continue
             name = task.extra.get("swebench_repo") or ""

@@ -83,11 +83,6 @@ def mark(tasks: list[Task], source: str = "build", namespace: str | None = None,
     return marked
 
 
-def is_prebuilt(task: Task) -> bool:
-    """Does the task run in a pulled image (marked so, or a format that names its image)?"""
-    return task.extra.get("images", {}).get("source") in ("official", "prebuilt") or bool(task.extra.get("docker_image"))
-
-
 def layout(task: Task) -> str:
     kind = task.extra.get("task_format") or "swebench"
     return "swebench" if kind == "swe-gym" or kind not in LAYOUTS else kind
@@ -227,17 +222,6 @@ def hide_script(task: Task) -> str | None:
         stem = base[:-3] if base.endswith(".py") else base
         removed += [shlex.quote(name), f"{shlex.quote((folder + '/' if folder else '') + '__pycache__/' + stem)}.*.pyc"]
     return "\n".join(["cd /testbed", f"rm -f -- {' '.join(removed)}", "rm -rf .pytest_cache", *_fresh_repo_steps(kind)])
-
-
-def agent_sandbox(task: Task, limits=None, registry: str | None = None):
-    """A sandbox of the task's agent image (hidden tests gone), pulled through `registry` when the
-    task does not name a mirror of its own: for rollouts and `eval run`."""
-    from ..sandbox.docker import DockerSandbox
-
-    if registry and not task.extra.get("images", {}).get("registry"):
-        task = mark([task], registry=registry)[0]
-    image = prepare(task).agent
-    return DockerSandbox(image_snapshot(image), prepared_image=image, limits=limits)
 
 
 MAX_TREE_BYTES = 2 * 2**30  # the base tree a prepared image exports for code navigation

@@ -1,5 +1,5 @@
-"""Grade a patch in a task's prebuilt image (prebuilt.py): the flow of the harness each layout
-comes from, with task_env.py's steps.
+"""The grading plans of tasks in prebuilt images (prebuilt.py): what the harness each layout comes
+from does, as hooks of the one grading flow (env_plan.py).
 
 - `swebench` (official images, SWE-Gym): apply the patch, reset the test patch's files and apply
   it, run the spec's test command after activating the env as the official eval script does, grade
@@ -15,14 +15,11 @@ comes from, with task_env.py's steps.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from ..task import Task
+from .env_plan import TestPlan
 from .grading import GradeReport, Outcome, not_run
-from .prebuilt import CONDA_ACTIVATE, R2E_HIDDEN, PrebuiltImageError, image_snapshot, layout, prepare
+from .prebuilt import CONDA_ACTIVATE, R2E_HIDDEN, layout
 
 R2E_TIMEOUT = 1800
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -104,56 +101,34 @@ def r2e_grade(log: str, expected: dict[str, str], run) -> GradeReport:
                        tests_in_log=len(got), failing_in_log=sum(s != "PASSED" for s in got.values()))
 
 
-def _grade(env, run, parser: str, task: Task) -> GradeReport:
+def _r2e_verdict(task: Task):
+    def verdict(env, run, plan) -> GradeReport:
+        return r2e_grade(run.log, task.extra.get("expected_output") or {}, run)
+
+    return verdict
+
+
+def _swe_smith_verdict(env, run, plan) -> GradeReport:
     from .grading import ABORT_EXIT_CODES, grade
 
-    if parser == "r2e":
-        return r2e_grade(run.log, task.extra.get("expected_output") or {}, run)
-    if parser == "swe-smith":
-        return grade(swe_smith_statuses(run.log), task.FAIL_TO_PASS, task.PASS_TO_PASS, exit_code=run.exit_code,
-                     log_complete=run.complete, timed_out=run.timed_out, abort_exit_codes=ABORT_EXIT_CODES["pytest"])
-    return env.grade(run, parser)
+    return grade(swe_smith_statuses(run.log), plan.fail_to_pass, plan.pass_to_pass, exit_code=run.exit_code,
+                 log_complete=run.complete, timed_out=run.timed_out, abort_exit_codes=ABORT_EXIT_CODES["pytest"])
 
 
 def _test_files(task: Task) -> list[str]:
     return sorted({name.split("::", 1)[0] for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if "::" in name})
 
 
-def grade_prebuilt(task: Task, patch: str, output_dir: Path | None = None,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The per-instance report, as evaluate.evaluate_patch writes it; a missing image or an
-    unreachable registry is this instance's harness_error with a one-line reason."""
-    from .task_env import TaskEnvironment, apply_for_grading, report_dict
-
-    started = time.monotonic()
-    f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
-    report: dict[str, Any] = {"instance_id": task.instance_id, "image_source": task.extra.get("images", {}).get("source", "prebuilt"),
-                              "layout": layout(task)}
-    log = ""
-    try:
-        command, parser, timeout = test_command(task)
-        images = prepare(task, output_dir)
-        report.update({"image": images.remote, "images": {"remote": images.remote, "eval": images.eval,
-                                                          "agent": images.agent}, "layers_built": images.built,
-                       "log_parser": parser})
-        with TaskEnvironment(task, images.eval, workspace=image_snapshot(images.eval), progress=progress) as env:
-            graded = apply_for_grading(env, task, patch, report)
-            if graded is None:
-                if layout(task) == "swe-smith":  # the patch cannot make a test pass by editing it
-                    env.reset(_test_files(task))
-                run = env.run_tests(command, timeout)
-                log = run.log
-                report["test_seconds"] = round(run.seconds, 2)
-                graded = _grade(env, run, parser, task)
-    except PrebuiltImageError as error:
-        graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=str(error))
-    except Exception as error:  # one instance's failure is a report, never a crash of the batch
-        first = str(error).strip().splitlines()
-        graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p,
-                         reason=f"{type(error).__name__}: {first[0][:500] if first else ''}")
-    report.update(report_dict(graded))
-    report["seconds"] = round(time.monotonic() - started, 2)
-    if output_dir is not None:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "test_output.txt").write_text(log)
-    return report
+def layout_plan(task: Task) -> TestPlan:
+    """The grading plan of the task's layout (see the module docstring), with its hooks: R2E-Gym's
+    verdict by expected output; SWE-smith's test files reset and its verbose-line parser."""
+    command, parser, timeout = test_command(task)
+    plan = TestPlan(command, parser, timeout, list(task.FAIL_TO_PASS), list(task.PASS_TO_PASS),
+                    test_patch=task.test_patch or "")
+    if parser == "r2e":
+        plan.verdict = _r2e_verdict(task)
+    elif parser == "swe-smith":
+        plan.verdict = _swe_smith_verdict
+    if layout(task) == "swe-smith":  # the patch cannot make a test pass by editing it
+        plan.reset = _test_files(task)
+    return plan

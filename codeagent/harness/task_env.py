@@ -1,14 +1,12 @@
 """One task's environment: a fresh container of its instance image, where a patch is applied, test
-files are put back or patched, the tests run and their log is graded. The one place that does this
-for `eval` (evaluate.py), the regression verifier and GRPO rollouts.
+files are put back or patched, the tests run and their log is graded: the steps of the one grading
+flow (env_plan.py) that `eval`, the regression verifier and GRPO rollouts all run.
 
 Plain data in and out: a Task, a patch (text), a test command; out come dicts, a TestRun and a
 GradeReport, never a host path, so an executor can run it on another machine.
 
     with TaskEnvironment(task, image) as env:
-        applied = env.apply(patch)
-        env.patch_tests(task.test_patch)
-        graded = env.grade(env.run_tests(command, timeout), log_parser)  # pytest runs under a guard (guard.py)
+        graded = run_plan(env, patch, plan)  # env_plan.py: apply, flags, test patch, run, verdict
 
 A patch is applied as the official SWE-bench harness applies it (run_evaluation.py, GIT_APPLY_CMDS, 2025):
 `git apply --verbose`, then `git apply --verbose --reject`, then `patch --batch --fuzz=5 -p1 -i`, each
@@ -41,11 +39,10 @@ from typing import Any
 
 from ..task import Task
 from .directives import patched_files
-from .grading import ABORT_EXIT_CODES, GradeReport, Outcome, grade, not_run
+from .grading import ABORT_EXIT_CODES, GradeReport, grade
 from .guard import Guard, guarded, verdict
 from .integrity import STATUS_COMMAND, changed_paths, flag_patch, status_entries
 from .log_parsers import parse_log
-from .offline import network_failures
 from .services import CA_IN_SANDBOX, TLS_ENV, trust_script
 
 PATCH_DIR = "/tmp/codeagent-eval"
@@ -293,48 +290,6 @@ class _watch:
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=5)
-
-
-def apply_for_grading(env: TaskEnvironment, task: Task, patch: str, report: dict[str, Any]) -> GradeReport | None:
-    """Apply the candidate patch, then the task's test patch, noting in `report` how the patch applied and
-    the test infrastructure it touches. The verdict when grading cannot go on, None when the tests can run."""
-    from .integrity import report_fields
-
-    applied = env.apply(patch)
-    if applied.applied_with:
-        report["patch_applied_with"] = applied.applied_with
-    report.update(report_fields(env.flags(patch, patched_files(task.test_patch or ""), applied.changed)))
-    if applied.error:
-        return not_run(Outcome.PATCH_APPLY_FAILED, task.FAIL_TO_PASS, task.PASS_TO_PASS, reason=applied.error)
-    if error := env.patch_tests(task.test_patch or ""):
-        return not_run(Outcome.HARNESS_ERROR, task.FAIL_TO_PASS, task.PASS_TO_PASS, reason=error)
-    return None
-
-
-def evaluate(task: Task, patch: str, *, image: str, test_command: str, log_parser: str, timeout: float,
-             services: Sequence[Any] = (), progress: Callable[[str], None] | None = None) -> tuple[dict, str]:
-    """Grade `patch` on `task` in a fresh environment: (report, test log). The report holds the
-    verdict (GradeReport's fields, `outcome`, `tests_status`), how the patch applied, the test
-    infrastructure it touches, and which failing tests tried to reach the network."""
-    started = time.monotonic()
-    report: dict[str, Any] = {}
-    f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
-    log = ""
-    try:
-        with TaskEnvironment(task, image, services=services, progress=progress) as env:
-            graded = apply_for_grading(env, task, patch, report)
-            if graded is None:
-                run = env.run_tests(test_command, timeout)
-                log = run.log
-                graded = env.grade(run, log_parser)
-                report["test_seconds"] = round(run.seconds, 2)
-                report["network"] = {"available": False, "services": [s.name for s in env.services],
-                                     **network_failures(log_parser, run.log, [*f2p, *p2p])}
-    except Exception as exc:  # one instance's failure is a report, never a crash of the batch
-        graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=f"{type(exc).__name__}: {exc}")
-    report.update(report_dict(graded))
-    report["seconds"] = round(time.monotonic() - started, 2)
-    return report, log
 
 
 def report_dict(graded: GradeReport) -> dict[str, Any]:

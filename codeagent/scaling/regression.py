@@ -82,33 +82,31 @@ def _command(task: Task, spec, files: list[str]) -> str:
 
 def _run(task: Task, image: str, command: str, parser: str, timeout: float, tests: list[str],
          patch: str, reset: Sequence[str] = ()) -> dict[str, Any]:
-    """One run in a fresh task environment: apply `patch` (none when empty), put the `reset` files
-    back to their original version (a candidate cannot make an existing test pass by editing it),
-    run `command`, grade `tests` as must-stay-passing."""
+    """One run in a fresh task environment, through the harness's grading flow (harness/env_plan.py):
+    apply `patch` (none when empty), put the `reset` files back to their original version (a candidate
+    cannot make an existing test pass by editing it), run `command`, grade `tests` as must-stay-passing."""
+    from ..harness.env_images import image_source
+    from ..harness.env_plan import grade_in, suite_plan
     from ..harness.log_parsers import parse_log
-    from ..harness.specs import spec_for
     from ..harness.task_env import TaskEnvironment
 
     started = time.monotonic()
     result: dict[str, Any] = {}
-    try:
-        with TaskEnvironment(task, image, services=spec_for(task).services) as env:
-            applied = env.apply(patch)
-            if patch.strip():
-                result["test_infrastructure"] = env.flags(patch, reset, applied.changed)
-            if applied.error:
-                result.update(outcome="patch_apply_failed", reason=applied.error[-1500:])
-            else:
-                env.reset(reset)
-                run = env.run_tests(command, timeout)
-                graded = env.grade(run, parser, [], tests)
-                result.update(outcome=graded.outcome.value, reason=graded.reason, consistent=graded.consistent,
-                              exit_code=run.exit_code, statuses=parse_log(parser, run.log), passed=graded.p2p_passed,
-                              failed=graded.p2p_failed, masked_failures=graded.masked_failures,
-                              tamper_evidence=graded.tamper_evidence,
-                              test_seconds=round(run.seconds, 2))
-    except Exception as exc:  # infrastructure, not the candidate
-        result.update(outcome="harness_error", reason=f"{type(exc).__name__}: {exc}")
+    services = image_source(task).services
+    graded = grade_in(lambda: TaskEnvironment(task, image, services=services), patch,
+                      suite_plan(command, parser, timeout, tests, list(reset)))
+    verdict, run = graded.verdict, graded.run
+    if graded.applied is not None and patch.strip():
+        result["test_infrastructure"] = graded.flags
+    if verdict.outcome.value == "patch_apply_failed":
+        result.update(outcome="patch_apply_failed", reason=verdict.reason[-1500:])
+    elif run is None:  # infrastructure, not the candidate
+        result.update(outcome="harness_error", reason=verdict.reason)
+    else:
+        result.update(outcome=verdict.outcome.value, reason=verdict.reason, consistent=verdict.consistent,
+                      exit_code=run.exit_code, statuses=parse_log(parser, run.log), passed=verdict.p2p_passed,
+                      failed=verdict.p2p_failed, masked_failures=verdict.masked_failures,
+                      tamper_evidence=verdict.tamper_evidence, test_seconds=round(run.seconds, 2))
     result["seconds"] = round(time.monotonic() - started, 2)
     return result
 
@@ -118,7 +116,7 @@ def prepare_suite(task: Task, patches: Sequence[str] = (), *, cache_dir: str | P
     """Choose the relevant test files, build (or reuse) the task's images, and run the files once
     on the original code. `patches`: the candidates' patches, for discovery when the task has no
     PASS_TO_PASS. The suite is cached in cache_dir/<instance>/suite-<key>.json."""
-    from ..harness.environment import task_images
+    from ..harness.env_images import image_source
     from ..harness.specs import spec_for
 
     if files is None:
@@ -132,7 +130,7 @@ def prepare_suite(task: Task, patches: Sequence[str] = (), *, cache_dir: str | P
         suite.error = "no relevant test file found"
         return suite
     try:
-        suite.image = task_images(task, spec).instance
+        suite.image = image_source(task).test_image()
     except Exception as exc:
         suite.error = f"the environment could not be built: {exc}"
         return suite

@@ -21,9 +21,9 @@ Grader = Callable[[Task, str, Path], dict]
 
 
 def _harness_grade(task: Task, patch: str, folder: Path) -> dict:
-    from codeagent.evals.batch import grade_task
+    from codeagent.harness.env_grade import grade_patch, say
 
-    return grade_task(task, patch, folder)
+    return grade_patch(task, patch, folder, progress=lambda line: say(task.instance_id, line))
 
 
 def task_for(trajectory, known: dict[str, Task]) -> Task | None:
@@ -45,7 +45,7 @@ def grade_trajectories(store, trajectories: Iterable[Any], *, tasks: dict[str, T
     from codeagent.harness import integrity
 
     from . import rewards
-    from .rollouts import infrastructure_failure
+    from .rollout_results import infrastructure_failure
 
     results = []
     for trajectory in trajectories:

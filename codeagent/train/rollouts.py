@@ -29,172 +29,19 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeagent.models.batching import BatchingFront
-from codeagent.models.errors import ContextWindowExceeded
-
 from . import TrainError
+from .generation import VLLMGenerator, generation_weights, release_conversation, sync_vllm_weights
 from .recipe import Recipe
+from .rollout_results import Rollout, RolloutBatch, infrastructure_failure
 from .sequences import NotTokenExact, TokenSequence, chain_steps
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Rollout:
-    instance_id: str
-    trajectory_id: str | None = None
-    exit_status: str = "not_run"
-    rewards: dict[str, Any] = field(default_factory=dict)
-    sequence: TokenSequence | None = None
-    masked: str | None = None  # why the run is left out of the loss
-    grade: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-    infra_failure: str | None = None  # not the policy's doing: reward None, left out
-    policy_version: int | None = None  # the policy weights that sampled it (async GRPO: async_rollouts.py)
-
-
-# Exit statuses and grading outcomes that say the machinery failed, not the policy.
-INFRA_EXIT_STATUSES = ("sandbox_error",)
-INFRA_OUTCOMES = ("harness_error",)
-
-
-def infrastructure_failure(exit_status: str | None, outcome: str | None) -> str | None:
-    """Why a finished rollout cannot be scored (None when it can)."""
-    if exit_status in INFRA_EXIT_STATUSES:
-        return f"infrastructure failure: exit status {exit_status}"
-    if outcome in INFRA_OUTCOMES:
-        return f"infrastructure failure: grading outcome {outcome}"
-    return None
-
-
-# -- sandboxes and grading ---------------------------------------------------------------------------
-
-def _harness_spec(task):
-    from codeagent.harness.specs import spec_for
-
-    return spec_for(task)
-
-
-@contextmanager
-def open_task_sandbox(task, config, environment: str, executor: str = "local", ray_address: str | None = None):
-    """The sandbox a rollout runs in: the task's harness environment (its instance image and
-    declared services), or the base image. `executor: ray`: that sandbox, on a Ray worker node."""
-    from codeagent.sandbox import Limits, open_sandbox
-
-    if executor == "ray":
-        from functools import partial
-
-        from codeagent.executors.ray_sandbox import RaySandbox
-
-        with RaySandbox(partial(open_task_sandbox, task, config, environment), address=ray_address) as box:
-            yield box
-        return
-    if config.sandbox.kind == "local":
-        with open_sandbox(task.repo, task.base_commit, kind="local") as box:
-            yield box
-        return
-    limits = Limits.from_settings(config.sandbox)
-    from codeagent.harness.prebuilt import agent_sandbox, is_prebuilt
-
-    if is_prebuilt(task):  # SWE-Gym/SWE-smith/R2E-Gym tasks, official images: the task's pulled image
-        with agent_sandbox(task, limits, config.images.registry) as box:
-            yield box
-        return
-    if environment == "harness":
-        from codeagent.harness.environment import task_images
-        from codeagent.harness.task_env import TaskEnvironment
-
-        spec = _harness_spec(task)
-        with TaskEnvironment(task, task_images(task, spec).instance, services=spec.services, limits=limits) as env:
-            yield env.box
-        return
-    with open_sandbox(task.repo, task.base_commit, kind="docker", limits=limits, image=config.sandbox.image) as box:
-        yield box
-
-
-def warm_sandbox_factory(task, config, environment: str):
-    """A function that starts the sandbox open_task_sandbox would open, for a warm pool (sandbox/pool.py);
-    None where that sandbox is more than one container: a harness environment with declared services
-    holds a service network for as long as its sandbox lives, which a pool that hands sandboxes out
-    and forgets them cannot hold. (Ray rollouts are not pooled either: their sandbox is on a worker node.)"""
-    from functools import partial
-
-    from codeagent.sandbox import Limits, open_sandbox, snapshot
-
-    if config.sandbox.kind != "docker":
-        return None
-    limits = Limits.from_settings(config.sandbox)
-    from codeagent.harness.prebuilt import agent_sandbox, is_prebuilt
-
-    if is_prebuilt(task):
-        return partial(agent_sandbox, task, limits, config.images.registry)
-    snap = snapshot(task.repo, task.base_commit)  # once for the task: every sandbox starts from it
-    if environment != "harness":
-        return partial(open_sandbox, snap, kind="docker", limits=limits, image=config.sandbox.image)
-    from codeagent.harness.environment import task_images
-    from codeagent.harness.task_env import TaskEnvironment
-
-    spec = _harness_spec(task)
-    if spec.services:
-        return None
-    image = task_images(task, spec).instance
-
-    def start():
-        box = open_sandbox(snap, kind="docker", prepared_image=image, limits=limits)
-        try:
-            TaskEnvironment(task, box=box).open()  # what the environment does to its own sandbox
-        except BaseException:
-            box.close()
-            raise
-        return box
-
-    return start
-
-
-def grade_in_sandbox(box, task, *, harness_spec=None, patch: str | None = None) -> dict[str, Any]:
-    """The harness's grading (the run's patch applied, the hidden tests reset and applied, run, the log
-    parsed and graded, the test infrastructure the patch touches flagged: harness/integrity.py) in `box`:
-    a FRESH sandbox of the rollout's environment, never the one the run worked in. Nothing the model
-    left behind there reaches the tests: shell functions, aliases, exported variables, its working
-    directory, processes it left running, files it wrote outside the repository (a wrapper on PATH, a
-    sitecustomize.py); only its patch comes across, as text."""
-    from codeagent.harness.grading import Outcome, not_run
-    from codeagent.harness.task_env import TaskEnvironment, apply_for_grading
-
-    f2p, p2p = task.FAIL_TO_PASS, task.PASS_TO_PASS
-    if harness_spec is not None:
-        from codeagent.harness.directives import test_command
-
-        command, parser, timeout = test_command(task, harness_spec), harness_spec.log_parser, harness_spec.test_timeout
-    else:
-        if not task.test_command:
-            raise TrainError(f"task {task.instance_id} has no test_command to grade with in the sandbox")
-        command, parser, timeout = task.test_command, task.extra.get("log_parser", "pytest"), 300
-    env = TaskEnvironment(task, box=box, services=harness_spec.services if harness_spec is not None else ())
-    report: dict[str, Any] = {}
-    try:
-        env.open()
-        graded = apply_for_grading(env, task, patch or "", report)
-        if graded is None:
-            graded = env.grade(env.run_tests(command, timeout), parser)
-    except Exception as error:  # a broken sandbox is a harness error for this rollout, not a crash
-        graded = not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=f"{type(error).__name__}: {error}")
-    return {**report, **_report(graded)}
-
-
-def _report(graded) -> dict[str, Any]:
-    data = graded.model_dump(mode="json")
-    data["outcome"] = graded.outcome.value
-    return data
-
-
-# -- the rollout function ----------------------------------------------------------------------------
-
-class Rollouts:
+class Rollouts(RolloutBatch):
     """TRL's rollout_func for codeagent: see the module docstring."""
 
     def __init__(self, recipe: Recipe, tasks: list, tokenizer, config, store, *, run_id: str | None = None):
@@ -289,22 +136,18 @@ class Rollouts:
         """Build each task's harness images once, before rollouts run in parallel."""
         if self.recipe.rollout.environment != "harness" and self.recipe.rollout.grader != "harness":
             return
-        from codeagent.harness.environment import task_images
-        from codeagent.harness.prebuilt import is_prebuilt, prepare
+        from codeagent.harness.env_images import image_source
 
         with self._prepare_lock:
             for task in tasks:
                 if task.instance_id not in self._prepared:
-                    if is_prebuilt(task):
-                        prepare(task)
-                    else:
-                        task_images(task, _harness_spec(task))
+                    image_source(task).prepare()
                     self._prepared.add(task.instance_id)
 
     def _warm_pools(self, tasks: list, workers: int) -> dict[str, Any]:
         """Per task, a warm pool of its sandboxes (at most one per rollout of it), `rollout.warm_sandboxes`
-        started ahead in all. Only for the local executor and tasks without services (see
-        warm_sandbox_factory); the others open their sandbox in run_one, as they always did."""
+        started ahead in all. Only for the local executor and sandboxes a pool can hold (harness/env_sandbox.py);
+        the others open their sandbox in run_one."""
         from codeagent.sandbox.pool import WarmPool
 
         settings = self.recipe.rollout
@@ -320,7 +163,7 @@ class Rollouts:
             for instance_id, count in counts.items():
                 task = self.tasks[instance_id]
                 try:
-                    factory = warm_sandbox_factory(task, self.config, settings.environment)
+                    factory = self._sandboxes(task).start
                 except Exception as error:  # run_one opens it the usual way, and says what is wrong
                     log.warning("no warm sandboxes for %s: %s: %s", instance_id, type(error).__name__, error)
                     continue
@@ -334,18 +177,44 @@ class Rollouts:
         return pools
 
     def _grader(self, task) -> str:
-        """A prebuilt task's hidden tests are not in its agent's image: it is graded in its grading image."""
-        return "harness" if task.extra.get("images") else self.recipe.rollout.grader
+        """A task whose hidden tests are not in its agent's image (a pulled one) is graded in its grading image."""
+        from codeagent.harness.env_images import image_source
+
+        return self.recipe.rollout.grader if image_source(task).sandbox_grades else "harness"
+
+    def _sandbox_options(self) -> dict[str, Any]:
+        from codeagent.sandbox import Limits
+
+        sandbox = self.config.sandbox
+        return {"environment": self.recipe.rollout.environment, "kind": sandbox.kind,
+                "limits": Limits.from_settings(sandbox), "base_image": sandbox.image,
+                "registry": self.config.images.registry}
+
+    def _sandboxes(self, task):
+        from codeagent.harness.env_sandbox import agent_sandboxes
+
+        return agent_sandboxes(task, **self._sandbox_options())
 
     def _sandbox(self, task, pool):
+        """The task's agent sandbox (harness/env_sandbox.py): from its warm pool, or opened now (executor:
+        ray, on a Ray worker node)."""
+        from codeagent.harness.env_sandbox import open_agent_sandbox
+
         if pool is not None:
             return pool()  # a started sandbox; closing it (the with below) removes it
-        return open_task_sandbox(task, self.config, self.recipe.rollout.environment, self.recipe.rollout.executor,
-                                 self.recipe.rollout.ray_address)
+        on_node = None
+        if self.recipe.rollout.executor == "ray":
+            from functools import partial
+
+            from codeagent.executors.ray_sandbox import RaySandbox
+
+            on_node = partial(RaySandbox, address=self.recipe.rollout.ray_address)
+        return open_agent_sandbox(task, on_node=on_node, **self._sandbox_options())
 
     def run_one(self, task, policy, group_id: str, index: int, pool=None, store=None) -> Rollout:
         from codeagent.agent.loop import Agent
         from codeagent.harness import integrity
+        from codeagent.harness.env_grade import grade_in_sandbox
 
         from . import rewards
 
@@ -359,9 +228,9 @@ class Rollouts:
                 result = agent.run(hidden, box, group_id=group_id, candidate_index=index)
                 rollout.trajectory_id, rollout.exit_status = result.trajectory_id, result.exit_status
             if grader == "sandbox":  # a fresh sandbox of the same environment: only the patch comes across
-                spec = _harness_spec(task) if self.recipe.rollout.environment == "harness" else None
                 with self._sandbox(task, pool) as fresh:
-                    rollout.grade = grade_in_sandbox(fresh, task, harness_spec=spec, patch=result.patch)
+                    rollout.grade = grade_in_sandbox(fresh, task, result.patch,
+                                                     harness=self.recipe.rollout.environment == "harness")
             if grader == "harness":
                 folder = Path(self.recipe.output_dir) / "grading" / (rollout.trajectory_id or f"{group_id}-{index}")
                 rollout.grade = self._grade(task, result.patch, folder)
@@ -369,7 +238,7 @@ class Rollouts:
             log.warning("rollout of %s failed: %s: %s", task.instance_id, type(error).__name__, error)
             return self._infra_failure(rollout, f"rollout failed: {type(error).__name__}: {error}", started)
         trajectory = self.store.load(rollout.trajectory_id)
-        _release_conversation(policy, trajectory.steps)
+        release_conversation(policy, trajectory.steps)
         outcome = rollout.grade.get("outcome")
         failure = infrastructure_failure(trajectory.exit_status, outcome)
         if failure:
@@ -397,10 +266,10 @@ class Rollouts:
 
     def _grade(self, task, patch: str, folder: Path) -> dict[str, Any]:
         """The harness grade, here or (executor: ray) as a Ray task whose files come back to `folder`."""
-        from codeagent.evals.batch import grade_shipped, grade_task
+        from codeagent.harness.env_grade import grade_patch, grade_shipped, say
 
         if self.recipe.rollout.executor != "ray":
-            return grade_task(task, patch, folder)
+            return grade_patch(task, patch, folder, progress=lambda line: say(task.instance_id, line))
         from codeagent.executors.ray_executor import RayExecutor
         from codeagent.executors.shipped import write_shipped_files
 
@@ -432,273 +301,3 @@ class Rollouts:
         return sequence, masked
 
     # -- output --------------------------------------------------------------------------------------
-
-    def to_trl(self, rollouts: list[Rollout], uniform: set[int] | None = None) -> dict[str, list]:
-        """`uniform`: the members of uniform groups (uniform_group_members), worked out here if not given."""
-        filler = self.tokenizer.eos_token_id
-        if uniform is None:
-            uniform = set(self.uniform_group_members(rollouts))
-        dropped = uniform if self.recipe.rollout.drop_uniform_groups else set()
-        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                                "trajectory_id": [], **{f"reward_{name}": [] for name in self.components}}
-        for index, rollout in enumerate(rollouts):
-            sequence = rollout.sequence or TokenSequence([filler], [filler], [0], [0.0])
-            mask = [0] * len(sequence.mask) if rollout.masked or index in dropped else list(sequence.mask)
-            out["prompt_ids"].append(list(sequence.prompt_ids))
-            out["completion_ids"].append(list(sequence.completion_ids))
-            out["logprobs"].append(list(sequence.logprobs))
-            out["env_mask"].append(mask)
-            out["trajectory_id"].append(rollout.trajectory_id or "")
-            for name in self.components:
-                value = None if rollout.infra_failure else rollout.rewards.get(name, 0.0)
-                out[f"reward_{name}"].append(None if value is None else float(value))
-        return out
-
-    def groups(self, rollouts: list) -> list[list[int]]:
-        """Indices of each GRPO group: TRL hands prompts repeated num_generations times in a row (items
-        with an `instance_id`: rollouts, or the entries of uniform_group_members)."""
-        size = int(self.recipe.trainer.get("num_generations", 8))
-        if size < 1 or len(rollouts) % size:
-            by_task: dict[str, list[int]] = {}
-            for index, rollout in enumerate(rollouts):
-                by_task.setdefault(rollout.instance_id, []).append(index)
-            return list(by_task.values())
-        return [list(range(start, start + size)) for start in range(0, len(rollouts), size)]
-
-    def uniform_group_members(self, rollouts: list[Rollout], trainer=None) -> list[int]:
-        """Members (indices into `rollouts`) of groups whose scored totals are all equal (no signal);
-        infra failures aside. With several processes a group may be split over ranks (TRL hands each
-        rank a slice of the global batch): every rank's rewards are gathered first and each group is
-        judged whole (a collective: every rank calls it once per rollout batch)."""
-        entries = [_Scored(r.instance_id, None if r.infra_failure else r.rewards.get("total")) for r in rollouts]
-        entries, offset = _all_ranks(entries, getattr(trainer, "accelerator", None))
-        members = []
-        for group in self.groups(entries):
-            scored = [entries[i].total for i in group if entries[i].total is not None]
-            if scored and len({round(float(value), 9) for value in scored}) == 1:
-                members += [i - offset for i in group if 0 <= i - offset < len(rollouts)]
-        return members
-
-    def summarize(self, rollouts: list[Rollout], step: int, seconds: float,
-                  uniform: set[int] | None = None) -> dict[str, Any]:
-        scored = [r for r in rollouts if not r.infra_failure]
-        totals = [float(r.rewards.get("total") or 0.0) for r in scored]
-        groups = self.groups(rollouts)
-        if uniform is None:
-            uniform = set(self.uniform_group_members(rollouts))
-        summary = {
-            "step": step, "rollouts": len(rollouts), "seconds": round(seconds, 2),
-            "reward_mean": sum(totals) / max(1, len(totals)),
-            "rewards": [None if r.infra_failure else r.rewards.get("total") for r in rollouts],
-            "resolved_rate": sum(float(r.rewards.get("resolved") or 0.0) for r in scored) / max(1, len(scored)),
-            "masked": sum(1 for r in rollouts if r.masked),
-            "infra_failures": len(rollouts) - len(scored),
-            "groups": len(groups),
-            "uniform_groups": sum(1 for group in groups if group and group[0] in uniform),
-            "uniform_groups_dropped": self.recipe.rollout.drop_uniform_groups,
-            "mask_reasons": sorted({r.masked for r in rollouts if r.masked}),
-            "exit_statuses": {s: sum(1 for r in rollouts if r.exit_status == s) for s in {r.exit_status for r in rollouts}},
-            "per_task": {},
-            "trajectory_ids": [r.trajectory_id for r in rollouts],
-        }
-        for rollout in rollouts:
-            entry = summary["per_task"].setdefault(rollout.instance_id, [])
-            entry.append(None if rollout.infra_failure else float(rollout.rewards.get("total") or 0.0))
-        return summary
-
-
-@dataclass
-class _Scored:
-    instance_id: str
-    total: float | None  # None: an infrastructure failure
-
-
-def _all_ranks(entries: list[_Scored], accelerator) -> tuple[list[_Scored], int]:
-    """Every rank's entries in TRL's global order (rank 0's slice first), and where this rank's begin."""
-    processes = int(getattr(accelerator, "num_processes", 1) or 1) if accelerator is not None else 1
-    if processes <= 1:
-        return entries, 0
-    from accelerate.utils import gather_object
-
-    parts = gather_object([[(e.instance_id, e.total) for e in entries]])  # one list per rank
-    offset = sum(len(part) for part in parts[: int(accelerator.process_index)])
-    return [_Scored(name, total) for part in parts for name, total in part], offset
-
-
-def sync_vllm_weights(trainer) -> None:
-    """vLLM generates with the weights of the current step: TRL syncs them before it calls the rollout
-    function at a new step, but the held-out evaluation runs after the optimizer step, outside it; this
-    does the same sync, under the same condition (TRL's `_last_loaded_step`), so it is never done twice.
-    Every rank comes here (the sync gathers weights collectively under ZeRO-3)."""
-    if not getattr(trainer, "use_vllm", False):
-        return
-    step = getattr(getattr(trainer, "state", None), "global_step", None)
-    if step is None or getattr(trainer, "_last_loaded_step", None) == step:
-        return
-    trainer.vllm_generation.sync_weights()
-    trainer._last_loaded_step = step
-
-
-@contextmanager
-def generation_weights(trainer):
-    """The trainer's model, unwrapped, with all its weights on this process while the rollouts generate.
-
-    Under DeepSpeed ZeRO-3 every rank holds a shard of each weight and a forward pass all-gathers each
-    layer's weights from every rank: a collective that all ranks must enter in step, while agent runs on
-    different ranks take different numbers of turns of different lengths: it would hang. So the weights
-    are gathered once for the whole generation batch (TRL's `unwrap_model_for_generation` with
-    `gather_deepspeed3_params`, as its own GRPO generation does: DeepSpeed's GatheredParameters, with the
-    ZeRO-3 forward hooks removed), after which every forward is local to the rank. The gather is the one
-    collective here, entered once per rollout call by every rank. Refused, with the knob named: ZeRO-3
-    with `ds3_gather_for_generation: false` and FSDP, with more than one process (their forward passes
-    stay collective). vLLM generation needs none of this (its engine has its own copy of the weights,
-    synced by TRL). Gradient checkpointing is switched off while generating (TRL's helper does it).
-    Only the single-process path runs here (no GPU, no deepspeed package): the ZeRO-3 path is tested
-    against a stand-in accelerator state and a stand-in deepspeed module, never on GPUs."""
-    if not hasattr(trainer, "accelerator") or getattr(trainer, "use_vllm", False):
-        yield None
-        return
-    from trl.distributed import DistributedBackend
-    from trl.models import unwrap_model_for_generation
-
-    accelerator = trainer.accelerator
-    backend = DistributedBackend(accelerator)
-    args = getattr(trainer, "args", None)
-    gather = bool(getattr(args, "ds3_gather_for_generation", True))
-    processes = int(getattr(accelerator, "num_processes", 1) or 1)
-    if processes > 1 and backend.is_zero3 and not gather:
-        raise TrainError("ZeRO-3 with ds3_gather_for_generation: false cannot run agent rollouts on several "
-                         "processes: every forward pass would gather weights collectively while ranks run different "
-                         "numbers of turns (a hang). Set trainer.ds3_gather_for_generation: true, or use vLLM")
-    if processes > 1 and backend.is_fsdp:
-        raise TrainError("FSDP cannot run agent rollouts with transformers generation on several processes: its "
-                         "forward passes gather weights collectively while ranks run different numbers of turns (a "
-                         "hang). Use DeepSpeed ZeRO-3 (train/accelerate/deepspeed-zero3.yaml), whose weights are "
-                         "gathered once per rollout batch, or vLLM generation")
-    wrapped = getattr(trainer, "model_wrapped", None) or trainer.model
-    with unwrap_model_for_generation(wrapped, accelerator, gather_deepspeed3_params=gather,
-                                     gradient_checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs",
-                                                                           None)) as model:
-        yield model
-
-
-class VLLMGenerator(BatchingFront):
-    """Generation through TRL's vLLM engine (`use_vllm=True`; TRL syncs the LoRA weights into it before
-    each rollout batch), batched like the transformers engine: concurrent agent turns are gathered
-    (models/batching.py) and sent to vLLM in one call, each with its own max_tokens (the per-turn
-    limit), temperature, top_p, seed and stop tokens.
-
-    It does not go through TRL's `VLLMGeneration.generate`: that is a collective step (server mode
-    gathers every rank's prompts and broadcasts the results; colocate mode with tensor parallelism
-    all-gathers over the TP group) which all ranks must enter the same number of times, while agent
-    runs on different ranks take different numbers of turns: with more than one rank it would hang.
-    Instead: colocate mode calls this rank's own engine (`llm.generate`, no collective), and server
-    mode calls the server from this process, which TRL only connects on the main process, so server
-    mode is refused with more than one process, as is colocate mode with tensor_parallel_size > 1.
-    Needs a GPU and the `vllm` package; this project's CI has neither (tests drive it with a stand-in
-    engine)."""
-
-    def __init__(self, trainer, *, max_batch: int = 256):
-        super().__init__(max_batch=max_batch, name="vllm")
-        self.vllm = trainer.vllm_generation
-        self.mode = getattr(self.vllm, "mode", "colocate")
-        processes = int(getattr(getattr(trainer, "accelerator", None), "num_processes", 1) or 1)
-        if self.mode == "server" and processes > 1:
-            raise TrainError(
-                f"vLLM server mode with {processes} training processes is not supported for agent rollouts: "
-                "TRL's generation step is collective (every rank must join each call) and ranks run different "
-                "numbers of turns, so it would hang. Use vllm_mode: colocate (one engine per rank), or one process")
-        if self.mode == "colocate" and int(getattr(self.vllm, "tensor_parallel_size", 1) or 1) > 1:
-            raise TrainError(
-                "vLLM colocate mode with vllm_tensor_parallel_size > 1 is not supported for agent rollouts: each "
-                "generate call all-gathers over the tensor-parallel group, which would hang when ranks run "
-                "different numbers of turns. Use vllm_tensor_parallel_size: 1")
-        if getattr(self.vllm, "enable_sleep_mode", False):
-            raise TrainError("vLLM sleep mode is not supported for agent rollouts (the engine is used between "
-                             "TRL's own generation steps): set vllm_enable_sleep_mode: false")
-        self.max_model_len = _max_model_len(self.vllm)
-        # the rank's own GPU: the worker thread would otherwise make its CUDA context on GPU 0 (torch's
-        # current device is per thread), on every rank
-        device = getattr(getattr(trainer, "accelerator", None), "device", None)
-        self.cuda_device = device if getattr(device, "type", None) == "cuda" else None
-
-    def run_batch(self, requests) -> None:
-        if self.cuda_device is not None:
-            import torch
-
-            torch.cuda.set_device(self.cuda_device)
-        requests = [request for request in requests if self._fits(request)]
-        if not requests:
-            return
-        if self.mode == "server":
-            self._run_server(requests)
-        else:
-            self._run_colocate(requests)
-
-    def _fits(self, request) -> bool:
-        """A prompt vLLM would refuse (not shorter than max_model_len) fails its own turn only, not the
-        batch's; the others' limits are cut to the room left."""
-        if not self.max_model_len:
-            return True
-        room = self.max_model_len - len(request.prompt_ids)
-        if room < 1:
-            request.error = ContextWindowExceeded(
-                f"vllm: the prompt has {len(request.prompt_ids)} tokens; vLLM's max_model_len is {self.max_model_len}")
-            return False
-        request.max_new_tokens = min(request.max_new_tokens, room)
-        return True
-
-    def _run_colocate(self, requests) -> None:
-        from vllm import SamplingParams
-
-        params = [SamplingParams(n=1, temperature=r.temperature, top_p=r.top_p or 1.0, max_tokens=r.max_new_tokens,
-                                 seed=r.seed, logprobs=0, stop_token_ids=sorted(r.stop_ids)) for r in requests]
-        outputs = self.vllm.llm.generate([{"prompt_token_ids": r.prompt_ids} for r in requests],
-                                         sampling_params=params, use_tqdm=False)
-        for request, output in zip(requests, outputs, strict=True):
-            sample = output.outputs[0]
-            ids = list(sample.token_ids)
-            values = [float(entry[token].logprob) for token, entry in zip(ids, sample.logprobs or [])]
-            _fill(request, ids, values)
-
-    def _run_server(self, requests) -> None:
-        groups: dict[tuple, list] = {}
-        for request in requests:  # the client takes one set of sampling settings per call
-            groups.setdefault((request.temperature, request.top_p or 1.0), []).append(request)
-        for (temperature, top_p), group in groups.items():
-            output = self.vllm.vllm_client.generate(
-                prompts=[r.prompt_ids for r in group], n=1, temperature=temperature, top_p=top_p,
-                max_tokens=max(r.max_new_tokens for r in group), logprobs=0)
-            for request, ids, values in zip(group, output["completion_ids"], output["logprobs"], strict=True):
-                values = [float(v[0]) if isinstance(v, (list, tuple)) else float(v) for v in values]
-                _fill(request, list(ids), values)
-
-
-def _max_model_len(vllm) -> int | None:
-    """The engine's context length: TRL's vllm_max_model_length, else what vLLM derived from the model."""
-    length = getattr(vllm, "max_model_length", None)
-    if not length:
-        engine = getattr(getattr(vllm, "llm", None), "llm_engine", None)
-        config = getattr(engine, "model_config", None) or getattr(getattr(engine, "vllm_config", None),
-                                                                  "model_config", None)
-        length = getattr(config, "max_model_len", None)
-    return int(length) if isinstance(length, int) and length > 0 else None
-
-
-def _release_conversation(policy, steps) -> None:
-    """The run is over: the engine's prompt cache lets go of its conversation's KV."""
-    release = getattr(policy, "release", None)
-    last = next((step for step in reversed(steps) if getattr(step, "token_ids", None)), None)
-    if release is not None and last is not None and last.prompt_token_ids:
-        release(list(last.prompt_token_ids) + list(last.token_ids))
-
-
-def _fill(request, ids: list[int], logprobs: list[float]) -> None:
-    """A request's result from what the engine sampled, cut at its own limit and first stop token (a
-    prefix of a sample is what sampling with that limit or stop would have produced)."""
-    end = min(len(ids), request.max_new_tokens)
-    stop = next((i for i, token in enumerate(ids[:end]) if token in request.stop_ids), None)
-    if stop is not None:
-        end = stop + 1
-    request.ids, request.logprobs = ids[:end], logprobs[:end]
-    request.stopped = stop is not None

@@ -70,7 +70,7 @@ def record_demonstrations(store_dir: str | Path, operators_per_task: dict[str, l
     from codeagent.sandbox import open_sandbox
     from codeagent.trajectory.store import TrajectoryStore
 
-    from .rollouts import grade_in_sandbox
+    from ..harness.env_grade import grade_in_sandbox
 
     store = TrajectoryStore(store_dir)
     config = toy_config()
