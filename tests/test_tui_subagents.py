@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from codeagent.config import Config
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.session import Session
 
 from .test_subagents import Routed, answer, call, reply
 from .test_tui_app import screen_text, sync, type_line, until

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent.loop import Approval
-from ..models import ToolCall
-from ..tools.read_only_commands import is_read_only_command
-from ..tools.registry import read_only_tools
-from ..tools.shell_words import ASSIGNMENT, command_prefixes
+from ...agent.loop import Approval
+from ...models import ToolCall
+from ...tools.read_only_commands import is_read_only_command
+from ...tools.registry import read_only_tools
+from ...tools.shell_words import ASSIGNMENT, command_prefixes
 from .approval_rules import Rule, SavedRules
 
 MODES = ("suggest", "auto-edit", "full-auto")

@@ -1,4 +1,4 @@
-"""Slash commands: their names, help, and parsing (no Textual here)."""
+"""Slash commands, the language of the session's clients: their names, help, and parsing."""
 
 from __future__ import annotations
 
