@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message
@@ -54,13 +54,13 @@ class ApprovalAsked(Message):
 
 class CodeagentApp(SlashCommands):
     TITLE = "codeagent"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (WIDE, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]
     CSS = """
     #main { height: 1fr; }
     Transcript.-hidden { display: none; }
     Screen.-narrow DiffPanel { width: 1fr; border-left: none; }
     """
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "interrupt", priority=True, show=False),
         Binding("ctrl+q", "quit", "quit", priority=True, show=False),
         Binding("shift+tab", "cycle_mode", "approval mode", priority=True, show=False),
@@ -196,7 +196,7 @@ class CodeagentApp(SlashCommands):
         else:
             self.transcript.add_notice("Press Ctrl-C again to quit.")
 
-    def action_quit(self) -> None:
+    def action_quit(self) -> None:  # type: ignore[override]  # Textual runs a plain action as well
         if self._quitting:
             return
         self._quitting = True
@@ -228,7 +228,7 @@ class CodeagentApp(SlashCommands):
         if event.is_printable and self.screen is self.screen_stack[0] and self.focused is not self.prompt:
             event.stop()
             self.prompt.focus()
-            self.prompt.insert(event.character)
+            self.prompt.insert(event.character or "")  # printable: never None
 
     def action_escape(self) -> None:
         if self.diff.has_class("-shown") and not self._wide():

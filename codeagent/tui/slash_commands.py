@@ -50,6 +50,8 @@ class SlashCommands(App[int]):
 
     def _set_patch(self, patch: str) -> None: ...
 
+    def action_quit(self) -> None: ...  # type: ignore[override]  # the App's: stops the session, then exits
+
     def _run_command(self, command: SlashCommand, text: str = "") -> None:
         name = command.name if command.name in COMMANDS else None
         custom = None if name else find_command(self._custom_commands(), text)
@@ -204,7 +206,7 @@ class SlashCommands(App[int]):
                 return
             picker = PickScreen("Resume a session of this repository (newest first)", SESSION_COLUMNS, rows,
                                 "↑↓ choose · Enter resumes it in a new sandbox · Esc closes · /resume ID also works")
-            self.push_screen(picker, lambda chosen: chosen and self._command_resume(chosen))
+            self.push_screen(picker, lambda chosen: self._command_resume(chosen) if chosen else None)
             return
         try:
             self.session.resume(argument, follow_up=follow_up)

@@ -11,23 +11,23 @@ from ..solve import write_patch_file
 from .events import Resumed, SamplingStarted
 
 if TYPE_CHECKING:
-    from .core import Session
+    from .parts import SessionParts
 
 
-def run_candidates(session: Session) -> None:
+def run_candidates(session: SessionParts) -> None:
     """Sample the candidates (each in its own sandbox, without asking: the sandboxes are the
     guard), verify and select one; follow-ups then continue the selected one."""
     from ..solve import solve as solve_task
 
-    state = session.state
-    assert state.task is not None
+    state, model = session.state, session.model
+    assert state.task is not None and model is not None  # turn.solve: samples only with a model
     count = session.config.scaling.candidates
     session.notice(f"Sampling {count} candidates in parallel sandboxes; they run without asking for approval. "
                    "The verifiers then score them and one is selected (the panel shows each).")
     session.emit(SamplingStarted(count=count))
     state.scaling = True
     try:
-        outcome = solve_task(state.task, session.config, session.model, session.agent.events, replay=session.replay)
+        outcome = solve_task(state.task, session.config, model, session.agent.events, replay=session.replay)
     finally:
         state.scaling = False
     result = outcome.result
@@ -48,7 +48,7 @@ def run_candidates(session: Session) -> None:
                    "/candidates shows each candidate's patch; /candidates pick N chooses another.", "success")
 
 
-def pick(session: Session, index: int) -> None:
+def pick(session: SessionParts, index: int) -> None:
     """`/candidates pick N`: candidate N becomes the session's run: its patch is what /diff shows and
     /apply applies, and a follow-up continues its conversation (in a new sandbox with its patch)."""
     state = session.state
@@ -69,7 +69,8 @@ def pick(session: Session, index: int) -> None:
     state.compaction = None  # /apply keeps what it last wrote: the next one writes the difference
     state.last_status = trajectory.exit_status
     try:
-        write_patch_file(session.patch_file, candidate.patch)
+        if session.patch_file:
+            write_patch_file(session.patch_file, candidate.patch)
     except OSError:
         pass
     session.emit(Resumed(run_id=trajectory.id, trajectory=trajectory))

@@ -10,15 +10,15 @@ conversation to continue (`view`). Runs on the session's thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...agent.history import estimate_tokens, fit_messages
 from ...models import Sampling
+from .state import Compaction
 
 if TYPE_CHECKING:
     from ...trajectory.schema import Trajectory
-    from .core import Session
+    from .parts import SessionParts
     from .state import SessionState
 
 REQUEST = (
@@ -30,13 +30,6 @@ SUMMARY = ("[The conversation so far was compacted at the user's request (/compa
            "system prompt are as given; this is the summary of what happened since:]\n\n{summary}\n\n{patch}")
 
 
-@dataclass
-class Compaction:
-    trajectory_id: str
-    upto: int  # the trajectory's messages it replaces (those before this index)
-    messages: list[dict]
-
-
 def view(state: SessionState, trajectory: Trajectory) -> Trajectory:
     """The trajectory with the conversation the agent continues: compacted when /compact ran on it."""
     compaction = state.compaction
@@ -45,7 +38,7 @@ def view(state: SessionState, trajectory: Trajectory) -> Trajectory:
     return trajectory.model_copy(update={"messages": compaction.messages + trajectory.messages[compaction.upto:]})
 
 
-def compact(session: Session) -> None:
+def compact(session: SessionParts) -> None:
     state = session.state
     if state.trajectory_id is None:
         session.notice("/compact: there is no conversation yet.", "warning")

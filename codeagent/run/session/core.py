@@ -72,7 +72,7 @@ class Session:
         self.emit: Callable[[Event], None] = emit or (lambda event: None)
         events = EventBus(self._on_agent_event)
         subscribe_telemetry(events, warn=lambda text: self.notice(text, "warning"))  # CODEAGENT_ENABLE_TELEMETRY=1
-        self.agent = Agent(model, config, events=events, store=self.store,
+        self.agent = Agent(model, config, events=events, store=self.store,  # type: ignore[arg-type]  # None: /model picks one
                            approver=self._approve, warn=lambda text: self.notice(text, "warning"))
         self.agent.interactive = True  # a plain-text reply is an answer: the turn ends, the user replies
         self.agent.keep_tools_open = True  # MCP servers start with the first turn and end with the session
@@ -297,7 +297,7 @@ class Session:
         """normal or plan: told to the model with its next step (ValueError for another word)."""
         if mode not in ("normal", "plan"):
             raise ValueError(f"unknown work mode {mode!r}: normal or plan")
-        self.agent.mode = mode
+        self.agent.mode = "plan" if mode == "plan" else "normal"
 
     def make_model(self, name: str, api_base: str | None = None) -> Model:
         """The model `/model NAME [--api-base URL]` asks for (not checked, not used yet); without a

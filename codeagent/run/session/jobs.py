@@ -18,12 +18,12 @@ from .patch import working_tree
 from .stats import Stats
 
 if TYPE_CHECKING:
-    from .core import Session
+    from .parts import SessionParts
 
 CONTINUE_AFTER = (ExitStatus.SUBMITTED, ExitStatus.EMPTY_SUBMISSION, ExitStatus.ANSWERED, *LIMITS)  # a queued message then runs on its own
 
 
-def run_job(session: Session, work: Callable[..., None], args: tuple[Any, ...]) -> None:
+def run_job(session: SessionParts, work: Callable[..., None], args: tuple[Any, ...]) -> None:
     state, worker, agent = session.state, session.worker, session.agent
     state.ran_agent = False
     try:
@@ -48,7 +48,7 @@ def run_job(session: Session, work: Callable[..., None], args: tuple[Any, ...]) 
         session.notice(f"{type(exc).__name__}: {exc}", "error")
 
 
-def start(session: Session, task: Task) -> None:
+def start(session: SessionParts, task: Task) -> None:
     started_from = None
     if session.apply_repo is not None:  # the user's own folder: start from what they see in it
         task, started_from = start_from_working_tree(task)
@@ -62,11 +62,11 @@ def start(session: Session, task: Task) -> None:
     turn.solve(session)
 
 
-def follow_up(session: Session, text: str) -> None:
+def follow_up(session: SessionParts, text: str) -> None:
     turn.run_agent(session, text)
 
 
-def send_prompt(session: Session, command: str, argument: str) -> None:
+def send_prompt(session: SessionParts, command: str, argument: str) -> None:
     servers = session.agent.open_tools()
     try:
         if servers is None:
@@ -82,7 +82,7 @@ def send_prompt(session: Session, command: str, argument: str) -> None:
         turn.run_agent(session, text)
 
 
-def resume(session: Session, trajectory_id: str, follow_up: str | None) -> None:
+def resume(session: SessionParts, trajectory_id: str, follow_up: str | None) -> None:
     trajectory = session.store.load(trajectory_id)
     session.slot.drop("none")
     state = session.state
@@ -101,7 +101,7 @@ def resume(session: Session, trajectory_id: str, follow_up: str | None) -> None:
         turn.run_agent(session, follow_up)
 
 
-def clear(session: Session) -> None:
+def clear(session: SessionParts) -> None:
     state = session.state
     previous = state.trajectory_id
     session.slot.drop("none")

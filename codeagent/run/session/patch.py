@@ -17,7 +17,7 @@ from ..apply import ApplyOutcome, apply_patch
 from ..solve import write_patch_file
 
 if TYPE_CHECKING:
-    from .core import Session
+    from .parts import SessionParts
     from .state import SessionState
 
 
@@ -33,7 +33,7 @@ def nothing_to_undo(state: SessionState) -> str | None:
     return "Nothing to undo: the agent has not changed any file yet."
 
 
-def undo(session: Session) -> None:
+def undo(session: SessionParts) -> None:
     state = session.state
     change = state.history.last_change()
     if not session.slot.swap_patch(change.after, change.before):
@@ -56,14 +56,15 @@ def undo(session: Session) -> None:
         write_through(session, change.before)
 
 
-def apply(session: Session, target: str) -> None:
-    outcome = _apply(session, target, session.patch)
-    kept = "" if outcome.applied or not session.patch_file or not session.patch.strip() \
+def apply(session: SessionParts, target: str) -> None:
+    patch = session.state.patch
+    outcome = _apply(session, target, patch)
+    kept = "" if outcome.applied or not session.patch_file or not patch.strip() \
         else f"\nThe patch is in {session.patch_file}."
     session.notice(outcome.message + kept, "success" if outcome.applied else "warning")
 
 
-def write_through(session: Session, patch: str) -> None:
+def write_through(session: SessionParts, patch: str) -> None:
     """Write-through mode: the agent's patch as it stands now goes to the user's working tree. A
     refusal (the user's edits conflict) pauses the mode, with a notice; /apply tries again."""
     state = session.state
@@ -79,7 +80,7 @@ def write_through(session: Session, patch: str) -> None:
                    "files are ready.", "warning")
 
 
-def _apply(session: Session, target: str, patch: str) -> ApplyOutcome:
+def _apply(session: SessionParts, target: str, patch: str) -> ApplyOutcome:
     state = session.state
     earlier = state.applied[1] if state.applied and state.applied[0] == target else None
     task = state.task

@@ -15,7 +15,15 @@ from .stats import Stats
 if TYPE_CHECKING:
     from ...scaling.types import Candidate
     from ...task import Task
-    from .compact import Compaction
+
+
+@dataclass
+class Compaction:
+    """/compact's view of a run's conversation (compact.py)."""
+
+    trajectory_id: str
+    upto: int  # the trajectory's messages it replaces (those before this index)
+    messages: list[dict]
 
 
 @dataclass

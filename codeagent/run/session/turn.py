@@ -15,17 +15,17 @@ from . import candidates
 from .compact import view
 
 if TYPE_CHECKING:
-    from .core import Session
+    from .parts import SessionParts
 
 
-def solve(session: Session) -> None:
+def solve(session: SessionParts) -> None:
     if session.model is not None and samples_candidates(session.config):
         candidates.run_candidates(session)
     else:
         run_agent(session)  # without a model it says how to choose one; the task waits
 
 
-def run_agent(session: Session, follow_up: str | None = None) -> None:
+def run_agent(session: SessionParts, follow_up: str | None = None) -> None:
     state = session.state
     if session.model is None:
         session.notice("No model is configured: choose one with /model NAME (e.g. /model gpt-4o, "
@@ -45,6 +45,8 @@ def run_agent(session: Session, follow_up: str | None = None) -> None:
     assert state.task is not None
     if session.slot.sandbox is None:
         session.slot.open(state.task, state.patch)
+    sandbox = session.slot.sandbox
+    assert sandbox is not None  # open() made it, or raised
     state.ran_agent = True
     resume = session.store.load(state.trajectory_id) if state.trajectory_id else None
     if resume is not None:
@@ -55,7 +57,7 @@ def run_agent(session: Session, follow_up: str | None = None) -> None:
         state.notes = []
     session.agent.config = turn_config(session)
     try:
-        result = session.agent.run(state.task, session.slot.sandbox, localization=localization, replay=session.replay,
+        result = session.agent.run(state.task, sandbox, localization=localization, replay=session.replay,
                                    resume=resume, follow_up=follow_up)
     except Exception as exc:  # escaped the agent (e.g. the engine lost the container): start afresh
         state.last_status = ExitStatus.SANDBOX_ERROR
@@ -66,21 +68,22 @@ def run_agent(session: Session, follow_up: str | None = None) -> None:
     state.set_run(result.trajectory_id, result.trajectory_path)
     state.last_status = result.exit_status
     try:
-        write_patch_file(session.patch_file, result.patch)
+        if session.patch_file:
+            write_patch_file(session.patch_file, result.patch)
     except OSError:
         pass
     if result.exit_status == ExitStatus.SANDBOX_ERROR:
         session.slot.drop("failed")
 
 
-def turn_config(session: Session) -> Config:
+def turn_config(session: SessionParts) -> Config:
     base, stats = session.config.limits, session.state.stats
     limits = base.model_copy(update={"max_steps": stats.steps + base.max_steps,
                              "max_cost": stats.cost + base.max_cost})
     return session.config.model_copy(update={"limits": limits})
 
 
-def localize(session: Session, task: Task) -> str:
+def localize(session: SessionParts, task: Task) -> str:
     from ..solve import localization_hint
 
     try:
