@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 
 from codeagent.evals.batch import grade_batch
-from codeagent.evals.commands import _tasks
-from codeagent.evals.executors import LocalExecutor
+from codeagent.evals.tasks import eval_tasks as _tasks
+from codeagent.executors.local import LocalExecutor
 
 LABEL_DEFECTS = Path(__file__).resolve().parent.parent / "evals" / "fidelity" / "label_defects.yaml"
 

@@ -95,8 +95,9 @@ def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from codeagent.data.toy import family
     from codeagent.models.hf import template_messages
-    from codeagent.train.toy import VERBS_EDIT, family
+    from codeagent.train.toy import VERBS_EDIT
     from codeagent.trajectory.store import TrajectoryStore
 
     spec = family("verbs")
@@ -131,7 +132,7 @@ def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
 
 def constant_policy_scores(tasks) -> dict[str, float]:
     """What answering the same edit every time scores on `tasks` (the hidden tests accept exactly one)."""
-    from codeagent.train.toy import family
+    from codeagent.data.toy import family
 
     return {op: sum(task.extra["toy_operator"] == op for task in tasks) / len(tasks)
             for op in family("verbs")["candidates"]}
@@ -271,7 +272,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from codeagent.train.toy import VERBS_EDIT, balanced_operators, family, record_demonstrations, verbs_tasks
+    from codeagent.data.toy import family, verbs_tasks
+    from codeagent.train.toy import VERBS_EDIT, balanced_operators, record_demonstrations
     from codeagent.trajectory.store import TrajectoryStore
 
     work = args.work or Path(tempfile.mkdtemp(prefix="grpo-learns-"))

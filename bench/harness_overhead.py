@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--repos")
     args = parser.parse_args()
     if args.instance:
-        from codeagent.evals.datasets import load_tasks
+        from codeagent.data import load_tasks
 
         task = load_tasks(args.dataset, instance_ids=[args.instance])[0]
         task = task.model_copy(update={"repo": str(Path(args.repos) / task.extra["swebench_repo"])})

@@ -154,7 +154,7 @@ def markdown(summary: dict, methods: list[str], title: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repos", type=Path, required=True)
-    parser.add_argument("--data", default="lite", help="dataset name or file (codeagent.evals.datasets)")
+    parser.add_argument("--data", default="lite", help="dataset name or file (codeagent.data.swebench)")
     parser.add_argument("--out", type=Path, default=Path("evals/localization"))
     parser.add_argument("--name", default="results", help="output file stem")
     parser.add_argument("--only", nargs="*", default=[], help="repos (owner/name) or instance ids")
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from codeagent.code.languages import supported_extensions
     from codeagent.code.localize import METHODS, Localizer
     from codeagent.code.tags import TagCache
-    from codeagent.evals.datasets import load_rows
+    from codeagent.data.swebench import load_rows
 
     data = load_rows(args.data)
     available = {}

@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from codeagent.evals.batch import _drive_shipped  # noqa: E402
-from codeagent.evals.executors import LocalExecutor  # noqa: E402
 from codeagent.evals.runner import BatchDir  # noqa: E402
+from codeagent.executors.local import LocalExecutor  # noqa: E402
 
 
 def unit(job: tuple[dict, float, int]) -> dict:
@@ -59,7 +59,7 @@ def main() -> None:
 
     import ray
 
-    from codeagent.evals.ray_executor import RayExecutor
+    from codeagent.executors.ray_executor import RayExecutor
 
     print(f"{args.tasks} units, {args.slots} slots, {args.work}s of work and {args.log_kb} KiB of log per unit")
     rows = []

@@ -336,7 +336,8 @@ def main() -> None:
                         help="no Docker: labels and scores from the caches (instances not all cached are left out)")
     args = parser.parse_args()
 
-    from codeagent.evals.datasets import load_rows, load_tasks
+    from codeagent.data import load_tasks
+    from codeagent.data.swebench import load_rows
     from codeagent.harness.environment import task_images
     from codeagent.harness.specs import spec_for
     from codeagent.scaling.offline import write_candidates

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from codeagent.evals.datasets import load_rows
+from codeagent.data.swebench import load_rows
 from codeagent.harness.environment import task_images
 from codeagent.harness.spec_stand_in import stand_in_task
 from codeagent.harness.specs import spec_dir

@@ -1,4 +1,4 @@
-"""Locate the top-level asset folders (prompts/, tools/, train/, evals/).
+"""Locate the top-level asset folders (prompts/, tools/, train/, evals/, languages/).
 
 A wheel carries them under codeagent/_assets/; a source checkout has them beside the package.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-ASSET_FOLDERS = ("prompts", "tools", "train", "evals")
+ASSET_FOLDERS = ("prompts", "tools", "train", "evals", "languages")
 
 
 def asset_dir(name: str) -> Path:

@@ -205,7 +205,7 @@ def test_apply_refuses_a_patch_that_writes_codeagents_own_settings(checkout, pat
 def test_eval_error_lines_show_escape_sequences_not_obey_them(tmp_path, capsys):
     """An instance's error reason can quote the model's patch (git's words about its file names);
     the summary printed it through rich, which passes ESC and C1 controls to the terminal."""
-    from codeagent.evals.commands import _finish
+    from codeagent.evals.report import finish as _finish
 
     reason = "patch failed: \x1b]0;pwned\x07\x1b[2J\x9b31m evil.py"
     with pytest.raises(SystemExit):

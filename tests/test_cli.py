@@ -56,8 +56,9 @@ def test_the_wheel_carries_the_asset_folders(tmp_path):
     assert "codeagent/_assets/evals/environments/base.yaml" in names
     assert "codeagent/_assets/evals/examples/cart/task.yaml" in names
     assert "codeagent/_assets/evals/swebench/lite.test.jsonl.gz" in names
+    assert "codeagent/_assets/languages/go.yaml" in names
     code = ("from codeagent.assets import asset_dir; print(asset_dir('evals'))\n"
-            "from codeagent.evals.datasets import load_rows; print(len(load_rows('lite')), len(load_rows('lite-dev')))")
+            "from codeagent.data.swebench import load_rows; print(len(load_rows('lite')), len(load_rows('lite-dev')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site"), "HF_HUB_OFFLINE": "1"})
     assert proc.stdout.split("\n")[:2] == [str(tmp_path / "site" / "codeagent" / "_assets" / "evals"), "300 23"]

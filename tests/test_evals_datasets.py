@@ -15,17 +15,8 @@ from pathlib import Path
 import pytest
 
 from codeagent.assets import asset_path
-from codeagent.evals.datasets import (
-    DatasetError,
-    DatasetSpec,
-    load_rows,
-    load_tasks,
-    local_file,
-    parse_slice,
-    read_file,
-    registry,
-    select_rows,
-)
+from codeagent.data import DatasetError, load_tasks, parse_slice, select_tasks
+from codeagent.data.swebench import DatasetSpec, load_rows, local_file, read_file, registry
 from codeagent.task import Task
 
 LITE_PER_REPO = {"django/django": 114, "sympy/sympy": 77, "scikit-learn/scikit-learn": 23,
@@ -107,26 +98,34 @@ def test_rows_become_tasks(lite_raw):
 
 # ----------------------------------------------------------------------------------- selection
 
-def test_select_by_ids_keeps_dataset_order(lite_rows):
-    ids = ["sympy__sympy-20590", "django__django-11099"]
-    selected = select_rows(lite_rows, instance_ids=ids)
-    order = [row["instance_id"] for row in lite_rows]
-    assert [row["instance_id"] for row in selected] == sorted(ids, key=order.index)
+@pytest.fixture(scope="module")
+def lite_tasks(lite_rows):
+    return [Task.from_swebench(row) for row in lite_rows]
 
 
-def test_select_by_regex_repo_and_slice(lite_rows):
-    assert len(select_rows(lite_rows, regex=r"^psf__requests-")) == 6
-    assert len(select_rows(lite_rows, repo="django/django")) == 114
-    assert len(select_rows(lite_rows, repo=["pallets/flask", "mwaskom/seaborn"])) == 7
-    assert select_rows(lite_rows, slice="10:20") == lite_rows[10:20]
-    assert select_rows(lite_rows, slice=":5") == lite_rows[:5]
+def ids(tasks):
+    return [task.instance_id for task in tasks]
+
+
+def test_select_by_ids_keeps_dataset_order(lite_tasks):
+    wanted = ["sympy__sympy-20590", "django__django-11099"]
+    order = ids(lite_tasks)
+    assert ids(select_tasks(lite_tasks, instance_ids=wanted)) == sorted(wanted, key=order.index)
+
+
+def test_select_by_regex_repo_and_slice(lite_tasks, lite_rows):
+    assert len(select_tasks(lite_tasks, regex=r"^psf__requests-")) == 6
+    assert len(select_tasks(lite_tasks, repo="django/django")) == 114
+    assert len(select_tasks(lite_tasks, repo=["pallets/flask", "mwaskom/seaborn"])) == 7
+    assert select_tasks(lite_tasks, slice="10:20") == lite_tasks[10:20]
+    assert select_tasks(lite_tasks, slice=":5") == lite_tasks[:5]
     # filters first, then the slice
-    django = [row for row in lite_rows if row["repo"] == "django/django"]
-    assert select_rows(lite_rows, repo="django/django", slice="100:") == django[100:]
-    assert [r["instance_id"] for r in select_rows(lite_rows, regex="sympy-2", repo="sympy/sympy", slice="0:2")] \
+    django = [task for task in lite_tasks if task.extra["swebench_repo"] == "django/django"]
+    assert select_tasks(lite_tasks, repo="django/django", slice="100:") == django[100:]
+    assert ids(select_tasks(lite_tasks, regex="sympy-2", repo="sympy/sympy", slice="0:2")) \
         == [r["instance_id"] for r in lite_rows if r["repo"] == "sympy/sympy" and "sympy-2" in r["instance_id"]][:2]
     tasks = load_tasks("lite", repo="psf/requests", slice="1:3")
-    assert [t.instance_id for t in tasks] == [r["instance_id"] for r in lite_rows if r["repo"] == "psf/requests"][1:3]
+    assert ids(tasks) == [r["instance_id"] for r in lite_rows if r["repo"] == "psf/requests"][1:3]
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -138,9 +137,9 @@ def test_select_by_regex_repo_and_slice(lite_rows):
     ({"slice": "a:b"}, "bad slice"),
     ({"slice": "::0"}, "step cannot be 0"),
 ])
-def test_bad_selections_are_clear_errors(lite_rows, kwargs, message):
+def test_bad_selections_are_clear_errors(lite_tasks, kwargs, message):
     with pytest.raises(DatasetError, match=message):
-        select_rows(lite_rows, **kwargs)
+        select_tasks(lite_tasks, **kwargs)
 
 
 def test_parse_slice():
@@ -157,7 +156,7 @@ def test_unknown_name_is_a_clear_error():
 def test_an_unreachable_hub_says_to_pass_a_local_file(tmp_path):
     # the real `datasets` client, kept from waiting on the network: offline mode
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path)}
-    code = ("from codeagent.evals.datasets import load_rows, DatasetError\n"
+    code = ("from codeagent.data.swebench import load_rows, DatasetError\n"
             "for name in ('verified', 'hf:someone/else:dev'):\n"
             "    try:\n        load_rows(name)\n    except DatasetError as e:\n        print('ERR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
@@ -310,7 +309,7 @@ def test_the_batch_refuses_clashing_ids_and_keeps_dots_inside_its_folder(tmp_pat
 
 
 def test_repo_under_refuses_what_is_not_owner_name(tmp_path):
-    from codeagent.evals.datasets import repo_under
+    from codeagent.data.swebench import repo_under
 
     assert repo_under(tmp_path, "django/django", "i1") == tmp_path / "django" / "django"
     for name in ("../x", "x/..", "./x", "a/b/c", "", None, "/etc/passwd"):

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from codeagent.evals.batch import grade_batch, grade_task, summarize
-from codeagent.evals.executors import LocalExecutor
+from codeagent.executors.local import LocalExecutor
 from codeagent.harness.integrity import reasons
 from codeagent.task import Task
 

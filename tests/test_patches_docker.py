@@ -15,7 +15,7 @@ from codeagent import patches
 from codeagent.agent.loop import Agent
 from codeagent.config import Config
 from codeagent.evals.batch import grade_batch, run_batch
-from codeagent.evals.executors import LocalExecutor
+from codeagent.executors.local import LocalExecutor
 from codeagent.models import ScriptedModel
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task

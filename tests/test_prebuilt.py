@@ -184,7 +184,7 @@ def test_swe_smith_tasks_grade_with_their_lists_in_their_image(pushed):
 def test_the_agent_sees_neither_the_grading_tests_nor_the_image_history(pushed):
     """SWE-smith: the test files that grade the task are not in the agent's tree (a clean diff all
     the same); every layout: a one-commit repository, no later history to read."""
-    from codeagent.data.formats import load_tasks
+    from codeagent.data import load_tasks
     from codeagent.harness.prebuilt import image_snapshot, mark, prepare
     from codeagent.sandbox.docker import DockerSandbox
 
@@ -202,7 +202,7 @@ def test_no_git_object_of_a_hidden_test_is_left_in_the_agents_repository(pushed)
     test (a commit that removed them would keep them one `git show HEAD~1:` away), nor does a compiled
     copy left beside it; the grading image still runs them (the gold resolves:
     test_swe_smith_tasks_grade_with_their_lists_in_their_image)."""
-    from codeagent.data.formats import load_tasks
+    from codeagent.data import load_tasks
     from codeagent.harness.prebuilt import image_snapshot, mark, prepare
     from codeagent.sandbox.docker import DockerSandbox
 
@@ -241,9 +241,9 @@ def test_the_agent_runs_in_the_r2e_image_without_its_hidden_tests(pushed, tmp_pa
     reach, a diff of its change only); replayed by `eval run`'s batch, its patch is graded resolved."""
     from codeagent.agent.loop import Agent
     from codeagent.config import Config
-    from codeagent.data.formats import load_tasks
+    from codeagent.data import load_tasks
     from codeagent.evals.batch import run_batch
-    from codeagent.evals.executors import LocalExecutor
+    from codeagent.executors.local import LocalExecutor
     from codeagent.harness.prebuilt import image_snapshot, mark, prepare
     from codeagent.models import ScriptedModel
     from codeagent.sandbox.docker import DockerSandbox
@@ -278,7 +278,7 @@ def test_rollouts_open_the_task_image_through_the_configured_mirror(pushed):
     """GRPO rollouts of a loaded (unmarked) R2E-Gym task run in its image, pulled through the
     mirror of the config key images.registry."""
     from codeagent.config import Config
-    from codeagent.data.formats import load_tasks
+    from codeagent.data import load_tasks
     from codeagent.train.rollouts import open_task_sandbox, warm_sandbox_factory
 
     (task,) = load_tasks(pushed["r2e"])
@@ -293,7 +293,7 @@ def test_rollouts_open_the_task_image_through_the_configured_mirror(pushed):
 
 def test_grpo_rollouts_prepare_prebuilt_tasks_through_the_mirror(pushed):
     from codeagent.config import Config
-    from codeagent.data.formats import load_tasks
+    from codeagent.data import load_tasks
     from codeagent.train.recipe import load_recipe
     from codeagent.train.rollouts import Rollouts
 

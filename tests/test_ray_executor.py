@@ -14,7 +14,7 @@ import time
 import pytest
 
 from codeagent.evals.batch import grade_batch
-from codeagent.evals.executors import LocalExecutor
+from codeagent.executors.local import LocalExecutor
 from codeagent.task import Task
 
 from .conftest import sandbox_containers
@@ -57,7 +57,7 @@ def verdicts(reports: list[dict]) -> dict[str, tuple]:
 
 
 def test_ray_gives_the_local_verdicts_and_files(cluster, task, tmp_path):
-    from codeagent.evals.ray_executor import RayExecutor
+    from codeagent.executors.ray_executor import RayExecutor
 
     tasks = copies(task, 4)
     patches = dict(zip([t.instance_id for t in tasks], [GOLD, "", BREAKS_MUL, NOT_APPLYING]))
@@ -77,7 +77,7 @@ def test_ray_gives_the_local_verdicts_and_files(cluster, task, tmp_path):
 
 
 def test_a_worker_node_killed_mid_batch_loses_nothing(cluster, task, tmp_path):
-    from codeagent.evals.ray_executor import RayExecutor
+    from codeagent.executors.ray_executor import RayExecutor
 
     head, _ = cluster
     doomed = head.add_node(num_cpus=1, resources={"codeagent_sandbox": 1})
@@ -146,7 +146,7 @@ def test_eval_run_on_ray_ships_the_trajectory_back_with_its_reward(cluster, task
     from codeagent.agent.loop import Agent
     from codeagent.config import Config
     from codeagent.evals.batch import run_batch
-    from codeagent.evals.ray_executor import RayExecutor
+    from codeagent.executors.ray_executor import RayExecutor
     from codeagent.models import ScriptedModel
     from codeagent.sandbox import open_sandbox
     from codeagent.trajectory.store import TrajectoryStore
@@ -179,7 +179,7 @@ def test_an_image_is_built_once_while_tasks_on_two_nodes_want_it(cluster, task, 
     build it and the other wait and use it (the nodes share this machine's engine and cache here)."""
     import uuid
 
-    from codeagent.evals.ray_executor import RayExecutor
+    from codeagent.executors.ray_executor import RayExecutor
 
     fresh = task.model_copy(update={"extra": {"install_config": {**CONFIG, "install": [f"true {uuid.uuid4().hex}"]}}})
     tasks = copies(fresh, 3)
@@ -203,7 +203,7 @@ def test_an_agent_here_drives_a_sandbox_on_a_worker_node(cluster, task, tmp_path
     """The rollout shape: the model and the agent loop on the driver, the container on a node."""
     from codeagent.agent.loop import Agent
     from codeagent.config import Config
-    from codeagent.evals.ray_sandbox import RaySandbox, open_docker
+    from codeagent.executors.ray_sandbox import RaySandbox, open_docker
     from codeagent.models import ScriptedModel
     from codeagent.sandbox import open_sandbox
     from codeagent.trajectory.store import TrajectoryStore
@@ -222,7 +222,7 @@ def test_an_agent_here_drives_a_sandbox_on_a_worker_node(cluster, task, tmp_path
 
 
 def test_a_sandbox_whose_node_dies_is_dead_not_hung(cluster, task):
-    from codeagent.evals.ray_sandbox import RaySandbox, open_docker
+    from codeagent.executors.ray_sandbox import RaySandbox, open_docker
     from codeagent.sandbox.errors import SandboxDead
 
     head, _ = cluster
@@ -242,7 +242,7 @@ def test_a_grpo_rollout_on_ray_earns_what_the_local_one_does(cluster, task, tmp_
     """`rollout.executor: ray`: the rollout's sandbox on a worker node and its harness grade as a Ray
     task; the policy (scripted here) on the driver. Same run, same grade, same rewards as locally."""
     from codeagent.config import Config
-    from codeagent.evals.ray_sandbox import RaySandbox
+    from codeagent.executors.ray_sandbox import RaySandbox
     from codeagent.models import ScriptedModel
     from codeagent.train.recipe import load_recipe
     from codeagent.train.rollouts import Rollouts
@@ -285,7 +285,7 @@ def test_a_grpo_step_on_ray_hands_trl_the_local_training_inputs(cluster, tmp_pat
     one run at a time, so both paths sample the same tokens)."""
     import torch
 
-    from codeagent.evals.ray_sandbox import RaySandbox
+    from codeagent.executors.ray_sandbox import RaySandbox
     from codeagent.train import grpo
     from codeagent.train.recipe import load_recipe
     from codeagent.train.tiny import build_tiny
@@ -358,7 +358,7 @@ def test_prebuild_builds_the_batch_images_on_every_node_before_grading(cluster, 
 
 def test_prebuild_on_every_node_pins_one_task_to_each(cluster):
     from codeagent.evals.prebuild import prebuild
-    from codeagent.evals.ray_executor import RayExecutor
+    from codeagent.executors.ray_executor import RayExecutor
 
     results = prebuild([], RayExecutor(cluster[0].address))
     assert sorted(r["executor"]["node"] for r in results) == sorted(node.node_id for node in cluster[1])
@@ -368,7 +368,7 @@ def test_prebuild_on_every_node_pins_one_task_to_each(cluster):
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 LOCAL_DRIVER = """
 import sys, time
-from codeagent.evals.ray_executor import RayExecutor
+from codeagent.executors.ray_executor import RayExecutor
 
 def hold(repo):  # a task that keeps a sandbox open
     from codeagent.sandbox import open_sandbox

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from codeagent.evals.batch import grade_batch
-from codeagent.evals.ray_executor import node_slots
 from codeagent.evals.runner import BatchDir
+from codeagent.executors.ray_executor import node_slots
 from codeagent.task import Task
 
 
@@ -126,8 +126,8 @@ def test_a_result_that_cannot_be_recorded_is_that_instances_error_only(tmp_path)
 def test_prebuild_tells_each_task_whose_images_fail_and_goes_on():
     """--prebuild with the local executor: one result for this machine; a task without an environment
     spec is that task's error (it fails when graded, as without --prebuild), the others are still built."""
-    from codeagent.evals.executors import LocalExecutor
     from codeagent.evals.prebuild import prebuild
+    from codeagent.executors.local import LocalExecutor
 
     tasks = [Task(repo=f"/nonexistent/{name}", base_commit="0" * 40, instance_id=f"nowhere__{name}-1",
                   problem_statement="x") for name in ("a", "b")]

@@ -10,7 +10,7 @@ import pytest
 
 
 def test_held_out_tasks_use_unseen_names_and_no_single_edit_fits_them():
-    from codeagent.train.toy import verbs_tasks
+    from codeagent.data.toy import verbs_tasks
 
     train, held = verbs_tasks("train"), verbs_tasks("held_out")
     assert len(train) == 192 and len(held) == 32
@@ -30,8 +30,9 @@ def test_the_toy_tokenizer_keeps_the_issue_verb_one_token_in_every_task():
     """Defect: the toy tokenizer merged across word boundaries, so `add` was `e must add ` in one task
     and `must add ` in another: the word a policy must read was a different token in every task and
     nothing learned on the training tasks could carry over. With word boundaries it is one token."""
+    from codeagent.data.toy import verbs_tasks
     from codeagent.train.tiny import build_tokenizer
-    from codeagent.train.toy import toy_corpus, verbs_tasks
+    from codeagent.train.toy import toy_corpus
 
     tasks = verbs_tasks()
     corpus = toy_corpus() + [t.problem_statement for t in verbs_tasks("train") for _ in range(8)]
@@ -58,7 +59,8 @@ def test_the_toy_grpo_recipe_trains_on_several_tasks_per_step():
 
 
 def test_verbs_demonstrations_are_graded_by_the_hidden_tests(tmp_path, no_leaks):
-    from codeagent.train.toy import VERBS_EDIT, record_demonstrations, verbs_tasks
+    from codeagent.data.toy import verbs_tasks
+    from codeagent.train.toy import VERBS_EDIT, record_demonstrations
     from codeagent.trajectory.store import TrajectoryStore
 
     task = next(t for t in verbs_tasks("held_out") if t.instance_id == "verbs-deal")  # deal(26, 4) must floor-divide: 6
@@ -78,7 +80,8 @@ def test_balanced_demonstrations_tell_nothing_about_the_right_edit():
     often: SFT on them learns the format and to restate the verb, and the edit stays a coin toss."""
     from collections import Counter
 
-    from codeagent.train.toy import balanced_operators, family, verbs_tasks
+    from codeagent.data.toy import family, verbs_tasks
+    from codeagent.train.toy import balanced_operators
 
     tasks = verbs_tasks("train")
     chosen = balanced_operators(tasks, family("verbs")["candidates"])
@@ -89,7 +92,7 @@ def test_balanced_demonstrations_tell_nothing_about_the_right_edit():
 
 @pytest.mark.parametrize("split", ["train", "held_out"])
 def test_every_verbs_task_has_one_right_edit(split):
-    from codeagent.train.toy import OPERATORS, family, verbs_tasks
+    from codeagent.data.toy import OPERATORS, family, verbs_tasks
 
     for task in verbs_tasks(split):
         a, b = map(int, re.search(r"\((\d+), (\d+)\)", task.problem_statement).groups())

@@ -6,23 +6,24 @@ languages code navigation does not know, huge files and binary files.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from . import confined
-from .languages import supported_extensions
+from .languages import supported_extensions, test_file_patterns
 
 SKIP_DIRS = frozenset(
     {
         ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".env", "virtualenv",
         "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-        ".eggs", "site-packages", ".idea", ".vscode",
+        ".eggs", "site-packages", ".idea", ".vscode", ".gradle", ".next", ".cargo",
     }
 )
 # Only at the repository root: deeper folders with these names are often real packages.
-SKIP_TOP_DIRS = frozenset({"build", "dist", "env"})
+SKIP_TOP_DIRS = frozenset({"build", "dist", "env", "target", "vendor"})  # target: cargo's and Maven's output
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -73,9 +74,14 @@ def read_source(root: str | Path, relative: str, max_bytes: int = MAX_FILE_BYTES
 
 
 def is_test_path(path: str) -> bool:
-    """True for files that hold tests (by the usual Python layout conventions)."""
-    parts = path.lower().split("/")
+    """True for files that hold tests: a name any language's `test_files` patterns match (`test_*.py`,
+    `*_test.go`, `*.spec.ts`, `*Test.java`...), or a file under a test folder."""
+    parts = path.split("/")
     name = parts[-1]
-    if name.startswith("test_") or name.endswith(("_test.py", "_tests.py")) or name in {"conftest.py", "tests.py"}:
+    if any(fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name.lower(), pattern)
+           for pattern in test_file_patterns()):
         return True
-    return any(p in {"test", "tests", "testing"} for p in parts[:-1])
+    return any(p.lower() in _TEST_FOLDERS for p in parts[:-1])
+
+
+_TEST_FOLDERS = frozenset({"test", "tests", "testing", "__tests__"})

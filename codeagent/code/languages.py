@@ -1,10 +1,11 @@
-"""The table of languages code navigation understands.
+"""The table of languages code navigation understands: one YAML file each in the top-level
+`languages/` folder (its README says what each field means).
 
-Adding a language is adding one `LanguageSpec` entry: file extensions, where its grammar comes
-from, and two tree-sitter queries (definitions, references). Nothing else branches on language.
+Adding a language is adding one file: file extensions, where its grammar comes from, and two
+tree-sitter queries (definitions, references). Nothing else branches on language.
 
 Definition query captures:
-  @definition.class / @definition.function  the whole definition node
+  @definition.class / .function / .method / .module (a namespace)  the whole definition node
   @name                                     its name node (one per match)
 Reference query captures:
   @reference                                an identifier that may name a definition elsewhere
@@ -17,13 +18,15 @@ Identifiers inside module paths are not references (they name modules, not defin
 
 from __future__ import annotations
 
-import builtins
 import importlib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
+import yaml
 from tree_sitter import Language
+
+from ..assets import asset_dir
 
 
 class LanguageUnavailable(RuntimeError):
@@ -37,6 +40,7 @@ class LanguageSpec:
     definitions_query: str
     references_query: str
     grammar_module: str | None = None  # standalone PyPI grammar, e.g. tree_sitter_python
+    grammar_function: str = "language"  # what in grammar_module returns the grammar
     # Nodes that wrap a definition and belong to it (decorators): a definition starts at them.
     wrapper_types: tuple[str, ...] = ()
     # Field holding the body: the signature is the definition's text before it.
@@ -44,32 +48,43 @@ class LanguageSpec:
     imports_query: str = ""
     # Names so common (builtins) that a use of them says nothing about a dependency.
     common_names: frozenset[str] = frozenset()
+    # Glob patterns of file names that hold tests (`*_test.go`).
+    test_files: tuple[str, ...] = ()
+    # (language, markers): a file of this language whose text holds a marker is that language
+    # (a `.h` header that holds C++).
+    read_as: tuple[tuple[str, tuple[bytes, ...]], ...] = ()
 
 
-PYTHON = LanguageSpec(
-    name="python",
-    extensions=(".py", ".pyi"),
-    grammar_module="tree_sitter_python",
-    wrapper_types=("decorated_definition",),
-    definitions_query="""
-(class_definition name: (identifier) @name) @definition.class
-(function_definition name: (identifier) @name) @definition.function
-""",
-    references_query="""
-(identifier) @reference
-""",
-    imports_query="""
-(import_statement name: (dotted_name) @import.module)
-(import_statement name: (aliased_import name: (dotted_name) @import.module))
-(import_from_statement module_name: (_) @import.from name: (dotted_name) @import.name)
-(import_from_statement module_name: (_) @import.from name: (aliased_import name: (dotted_name) @import.name))
-(import_from_statement module_name: (_) @import.from (wildcard_import))
-(future_import_statement) @import.skip
-""",
-    common_names=frozenset(dir(builtins)) | frozenset({"self", "cls", "args", "kwargs"}),
-)
+def load_spec(path: Path) -> LanguageSpec:
+    """One language's file from `languages/`; a missing field or a wrong type says which file."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        grammar = data.get("grammar") or {}
+        return LanguageSpec(
+            name=str(data["name"]),
+            extensions=tuple(str(ext).lower() for ext in data["extensions"]),
+            definitions_query=str(data["definitions"]),
+            references_query=str(data["references"]),
+            grammar_module=grammar.get("module"),
+            grammar_function=grammar.get("function", "language"),
+            wrapper_types=tuple(data.get("wrappers") or ()),
+            body_field=data.get("body_field", "body"),
+            imports_query=str(data.get("imports") or ""),
+            # YAML reads `True`/`False` as booleans: names all the same
+            common_names=frozenset(str(name) for name in data.get("common_names") or ()),
+            test_files=tuple(str(pattern) for pattern in data.get("test_files") or ()),
+            read_as=tuple((str(rule["language"]), tuple(str(m).encode() for m in rule["when_any"]))
+                          for rule in data.get("read_as") or ()),
+        )
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{path}: not a language spec ({type(error).__name__}: {error})") from error
 
-LANGUAGES: tuple[LanguageSpec, ...] = (PYTHON,)
+
+def _load_all() -> tuple[LanguageSpec, ...]:
+    return tuple(load_spec(path) for path in sorted(asset_dir("languages").glob("*.yaml")))
+
+
+LANGUAGES: tuple[LanguageSpec, ...] = _load_all()
 
 _BY_EXTENSION = {ext: spec for spec in LANGUAGES for ext in spec.extensions}
 _BY_NAME = {spec.name: spec for spec in LANGUAGES}
@@ -78,6 +93,15 @@ _BY_NAME = {spec.name: spec for spec in LANGUAGES}
 def spec_for_path(path: str | PurePath) -> LanguageSpec | None:
     """The language of a file, by its extension; None when code navigation does not know it."""
     return _BY_EXTENSION.get(PurePath(path).suffix.lower())
+
+
+def spec_for_source(path: str | PurePath, source: bytes) -> LanguageSpec | None:
+    """The language of a file, by its extension, then by its text where the extension is shared."""
+    spec = spec_for_path(path)
+    for language, markers in spec.read_as if spec else ():
+        if any(marker in source for marker in markers):
+            return spec_by_name(language)
+    return spec
 
 
 def spec_by_name(name: str) -> LanguageSpec:
@@ -93,6 +117,12 @@ def supported_extensions() -> frozenset[str]:
 
 
 @cache
+def test_file_patterns() -> tuple[str, ...]:
+    """Every language's patterns of test file names."""
+    return tuple(dict.fromkeys(pattern for spec in LANGUAGES for pattern in spec.test_files))
+
+
+@cache
 def load_language(name: str) -> Language:
     """The tree-sitter grammar for a language.
 
@@ -104,7 +134,7 @@ def load_language(name: str) -> Language:
     if spec.grammar_module:
         try:
             module = importlib.import_module(spec.grammar_module)
-            return Language(module.language())
+            return Language(getattr(module, spec.grammar_function)())
         except Exception as exc:  # noqa: BLE001 - report every way we tried
             errors.append(f"{spec.grammar_module}: {exc}")
     try:

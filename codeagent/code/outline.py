@@ -24,7 +24,7 @@ _WHITESPACE = re.compile(r"\s+")
 class Symbol:
     name: str
     qualname: str  # dotted path of enclosing definitions, e.g. "Outer.Inner.method"
-    kind: str  # "class" | "function" | "method"
+    kind: str  # "class" | "function" | "method" | "module" (a namespace)
     start_line: int  # 1-based, including decorators
     end_line: int  # 1-based, inclusive
     name_line: int  # 1-based line of the `def`/`class` keyword

@@ -18,6 +18,7 @@ from .languages import (
     load_language,
     spec_by_name,
     spec_for_path,
+    spec_for_source,
 )
 
 
@@ -80,10 +81,10 @@ def parse_source(source: bytes | str, language: str) -> ParsedFile:
 
 
 def parse_file(path: str | Path, source: bytes | None = None) -> ParsedFile:
-    """Parse a file; the language comes from its extension. Raises LanguageUnavailable."""
-    spec = spec_for_path(path)
-    if spec is None:
+    """Parse a file; the language comes from its extension (and, where two languages share one, its
+    text: `languages.spec_for_source`). Raises LanguageUnavailable."""
+    if spec_for_path(path) is None:
         raise LanguageUnavailable(f"no language registered for {Path(path).suffix or 'files without extension'}: {path}")
     if source is None:
         source = Path(path).read_bytes()
-    return parse_source(source, spec.name)
+    return parse_source(source, spec_for_source(path, source).name)

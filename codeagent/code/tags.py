@@ -92,8 +92,9 @@ def _imports(parsed: ParsedFile) -> tuple[tuple[str, ...], dict[str, str], list[
 
 
 def _is_definition_name(node) -> bool:
+    """The name of what is defined here: a `name` field, or a C-style declarator (`int f(...)`)."""
     parent = node.parent
-    return parent is not None and parent.child_by_field_name("name") == node
+    return parent is not None and node in (parent.child_by_field_name("name"), parent.child_by_field_name("declarator"))
 
 
 class TagCache:

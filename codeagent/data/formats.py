@@ -1,4 +1,5 @@
-"""Loaders for the task formats of SWE-Gym, SWE-smith and R2E-Gym (and SWE-bench) into Task.
+"""Rows of the task formats of SWE-Gym, SWE-smith and R2E-Gym (and SWE-bench) into Task, one function
+each (loaders.py registers them).
 
 What each format holds (read from the projects' own code and data cards; facts, not their code):
 
@@ -28,16 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from ..task import Task
+from .errors import TaskFormatError
 
-FORMATS = ("auto", "swebench", "swe-gym", "swe-smith", "r2e-gym")
 SWE_GYM_IMAGE = "xingyaoww/sweb.eval.x86_64.{name}"
 SWE_SMITH_REGISTRY = "jyangballin"
 SWE_SMITH_TEST = "pytest --disable-warnings --color=no --tb=no --verbose"
 R2E_TEST = "bash run_tests.sh"
-
-
-class TaskFormatError(ValueError):
-    """A task file or row that is not in the format it claims (the message names file, row and field)."""
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -62,13 +59,12 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def detect_format(row: dict[str, Any]) -> str:
-    """The format a row is in, from its fields (SWE-Gym rows look like SWE-bench rows: say so)."""
-    if "expected_output_json" in row and "docker_image" in row:
-        return "r2e-gym"
-    if "image_name" in row and str(row.get("repo", "")).startswith("swesmith/"):
-        return "swe-smith"
-    return "swebench"
+def is_r2e_gym(row: dict[str, Any]) -> bool:
+    return "expected_output_json" in row and "docker_image" in row
+
+
+def is_swe_smith(row: dict[str, Any]) -> bool:
+    return "image_name" in row and str(row.get("repo", "")).startswith("swesmith/")
 
 
 def _need(row: dict[str, Any], where: str, *fields: str) -> None:
@@ -88,14 +84,15 @@ def _tests(value: Any, where: str, name: str) -> list[str]:
     return value
 
 
-def swebench_task(row: dict[str, Any], where: str, *, gym: bool = False) -> Task:
+def swe_gym_task(row: dict[str, Any], where: str) -> Task:
+    """A SWE-Gym row: SWE-bench's fields, and its prebuilt image. (SWE-bench data sets themselves are
+    read by swebench.py, which checks every field.)"""
     _need(row, where, "instance_id", "repo", "base_commit", "problem_statement")
     checked = {**row, "FAIL_TO_PASS": _tests(row.get("FAIL_TO_PASS", []), where, "FAIL_TO_PASS"),
                "PASS_TO_PASS": _tests(row.get("PASS_TO_PASS", []), where, "PASS_TO_PASS")}
     task = Task.from_swebench(checked)
-    task.extra["task_format"] = "swe-gym" if gym else "swebench"
-    if gym:
-        task.extra["docker_image"] = SWE_GYM_IMAGE.format(name=row["instance_id"].replace("__", "_s_"))
+    task.extra["task_format"] = "swe-gym"
+    task.extra["docker_image"] = SWE_GYM_IMAGE.format(name=row["instance_id"].replace("__", "_s_"))
     return task
 
 
@@ -136,30 +133,6 @@ def r2e_gym_task(row: dict[str, Any], where: str) -> Task:
                 extra={"task_format": "r2e-gym", "docker_image": row["docker_image"], "workdir": "/testbed",
                        "commit_hash": commit, "expected_output": expected, "log_parser": "pytest",
                        "hidden_tests_dir": "/r2e_tests", **{k: v for k, v in row.items() if k not in known}})
-
-
-def task_from_row(row: dict[str, Any], format: str = "auto", where: str = "row") -> Task:
-    if format not in FORMATS:
-        raise TaskFormatError(f"unknown task format {format!r}; use one of {', '.join(FORMATS)}")
-    kind = detect_format(row) if format == "auto" else format
-    if kind == "swe-smith":
-        return swe_smith_task(row, where)
-    if kind == "r2e-gym":
-        return r2e_gym_task(row, where)
-    return swebench_task(row, where, gym=kind == "swe-gym")
-
-
-def load_tasks(path: str | Path, format: str = "auto") -> list[Task]:
-    """Tasks from a file in one of FORMATS; instance ids must be distinct."""
-    tasks, seen = [], {}
-    for number, row in enumerate(read_rows(path), 1):
-        task = task_from_row(row, format, where=f"{path}: task {number}")
-        if task.instance_id in seen:
-            raise TaskFormatError(f"{path}: task {number}: instance {task.instance_id} appears twice "
-                                  f"(also task {seen[task.instance_id]})")
-        seen[task.instance_id] = number
-        tasks.append(task)
-    return tasks
 
 
 def reverse_patch(patch: str) -> str:

@@ -7,13 +7,11 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-
-def _repo_key(task: Any) -> str:
-    return str(task.extra.get("swebench_repo") or task.repo)
+from .select import task_repo
 
 
 def split_tasks(tasks: Sequence[Any], held_out: float | int, *, seed: int = 0,
-                group: Callable[[Any], str] | None = _repo_key) -> tuple[list[Any], list[Any]]:
+                group: Callable[[Any], str] | None = task_repo) -> tuple[list[Any], list[Any]]:
     """(train, held_out): `held_out` is a fraction (0 < f < 1) or a count of tasks; whole groups
     (repositories by default; group=None: single tasks) are held out until at least that many are."""
     count = len(tasks)

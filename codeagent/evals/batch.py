@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import patches as patch_bytes
+from ..data.ids import check_distinct_folders
+from ..executors.local import Executor, LocalExecutor
 from ..task import Task
 from ..visible import visible
-from .executors import Executor, LocalExecutor
 from .phases import PHASE_FILE, clear_phase, set_phase
-from .runner import BatchDir, check_distinct_folders, is_error, process_instance, write_json_atomic
+from .runner import BatchDir, is_error, process_instance, write_json_atomic
 
 # Said where a repository given by URL cannot be cloned: the usual cause is a machine offline.
 OFFLINE_HINT = ("the repository could not be cloned (offline, or no access?): pass --repos DIR, where DIR/owner/name "

@@ -22,34 +22,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..data.ids import instance_folder
+from ..executors.shipped import write_shipped_files
 from ..locks import file_lock
 from .phases import PHASE_FILE
-
-SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def instance_folder(instance_id: str) -> str:
-    """The folder name of an instance under instances/: its id with unsafe characters as `_`."""
-    name = SAFE.sub("_", instance_id)
-    return name if name.strip(".") else "_" + name  # "", "." and ".." are no folder of their own
-
-
-def check_distinct_folders(instance_ids: Iterable[str]) -> None:
-    """Two ids that give one folder (equal after `_` replaces their unsafe characters, or but for
-    case, on a case-insensitive disk) would share a prediction and a report: a ValueError names both."""
-    seen: dict[str, str] = {}
-    for instance_id in instance_ids:
-        key = instance_folder(instance_id).lower()
-        other = seen.setdefault(key, instance_id)
-        if other != instance_id:
-            raise ValueError(f"instances {other!r} and {instance_id!r} would share one output folder "
-                             f"(instances/{instance_folder(instance_id)}): rename one of them in the dataset")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -124,7 +105,7 @@ class BatchDir:
         with file_lock(state.root / ".lock"):
             if state.report() is not None:
                 return False
-            write_shipped_files(state.root, files or {})
+            write_shipped_files(state.root, files or {}, RESERVED)
             write_json_atomic(state.report_path, report)
             state.error_path.unlink(missing_ok=True)
             return True
@@ -163,27 +144,7 @@ def process_instance(state: InstanceState, produce: Callable[[], dict] | None, g
         return report
 
 
-RESERVED = {"report.json", "prediction.json", "error.json", ".lock", PHASE_FILE}
-
-
-def write_shipped_files(root: Path, files: dict[str, bytes]) -> None:
-    """Files a result brought from another node, under `root` (every name checked before any is written)."""
-    targets = [(_inside(root, name), data) for name, data in files.items()]
-    for target, data in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        temporary.write_bytes(data)
-        os.replace(temporary, target)
-
-
-def _inside(root: Path, name: str) -> Path:
-    """A shipped file's place under the instance directory; a name that could land elsewhere (or on
-    the state files themselves) is refused."""
-    parts = name.split("/")
-    if not name or name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts) \
-            or name in RESERVED or any(SAFE.search(p) for p in parts):
-        raise ValueError(f"refusing a shipped file named {name!r}")
-    return root.joinpath(*parts)
+RESERVED = {"report.json", "prediction.json", "error.json", ".lock", PHASE_FILE}  # no shipped file lands on these
 
 
 ERROR_OUTCOMES = ("error", "harness_error")

@@ -43,7 +43,8 @@ def select_command(candidates_file, policies, seed, top_k, dataset, repos, per_i
 
 
 def _readers(dataset: str, repos: str, instance_ids: list[str]) -> dict[str, Callable]:
-    from ..evals.datasets import DatasetError, load_tasks, repo_under
+    from ..data import DatasetError, load_tasks
+    from ..data.swebench import repo_under
     from ..patches.base import git_reader
 
     try:

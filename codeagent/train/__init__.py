@@ -3,7 +3,7 @@ online rollouts through the real agent loop, rewards, and serving the result.
 
 One job per module:
     recipe.py     recipes (YAML + key=value overrides), strictly validated
-    data.py       datasets from the trajectory store (SFT, DPO) and tasks for RL
+    data.py       datasets from the trajectory store (SFT, DPO) and tasks for RL (from codeagent.data)
     sequences.py  token-exact training sequences from recorded steps; chat-template rendering with masks
     modeling.py   loading the base model, LoRA, saving the adapter and its card, memory errors
     sft.py dpo.py grpo.py   one trainer each
@@ -13,7 +13,7 @@ One job per module:
     heldout.py    periodic pass@k evaluation on held-out tasks during GRPO
     memory.py     `train grpo --dry-run`: estimated memory per device, refusing what cannot fit
     serve.py      an OpenAI-compatible chat endpoint with tool calling
-    tiny.py toy.py   a tiny model built offline; the toy task family
+    tiny.py toy.py   a tiny model built offline; the toy family's demonstrations and model (its tasks: data/toy.py)
     commands.py   `codeagent train sft|dpo|grpo` and `codeagent serve`
 
 Nothing here imports torch or TRL at module level except the trainer modules themselves.

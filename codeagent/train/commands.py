@@ -168,13 +168,29 @@ def tiny_command(output_dir: str, vocab: int, toy_store: str | None) -> None:
     click.echo(build_toy_model(output_dir, toy_store, vocab_size=vocab))
 
 
+class _TaskFormats(click.Choice):
+    """auto and the formats of codeagent.data's registry, read when first asked for (not by `codeagent --help`)."""
+
+    def __init__(self):
+        super().__init__(())
+
+    @property
+    def choices(self):
+        from codeagent.data import FORMATS
+
+        return ("auto", *FORMATS)
+
+    @choices.setter
+    def choices(self, value):
+        pass
+
+
 @click.command("grade")
 @click.argument("ids", nargs=-1, metavar="[ID]...")
 @click.option("--tasks", default=None, metavar="FILE",
               help="Tasks with their tests (SWE-bench, SWE-Gym, SWE-smith or R2E-Gym file), matched by instance id; "
                    "default: the task each run recorded, when it carries its tests.")
-@click.option("--format", "tasks_format", default="auto", show_default=True,
-              type=click.Choice(["auto", "swebench", "swe-gym", "swe-smith", "r2e-gym"]))
+@click.option("--format", "tasks_format", default="auto", show_default=True, type=_TaskFormats())
 @click.option("--instance", default=None, help="Only runs of these instances (shell wildcards).")
 @click.option("--force", is_flag=True, help="Grade runs that already have a verdict again.")
 @click.option("--similarity", default=0.0, show_default=True, type=float,

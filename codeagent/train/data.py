@@ -6,7 +6,7 @@ tokens the assistant wrote (tool outputs and prompts masked). A run the grader f
 (Trajectory.integrity_flags) is never one of them unless data.allow_flagged.
 DPO: pairs from the same task, a resolved trajectory chosen and an unresolved one rejected (a flagged
 run counts as rejected unless data.allow_flagged); the prompt is their shared beginning, and the masks cover the assistant tokens of each continuation.
-RL: tasks in the SWE-bench format (a file or a dataset name) or the toy family.
+RL: tasks from any source codeagent.data reads (SWE-bench and the other formats, dataset names, toy).
 
 Rows go through Hugging Face `datasets`. When nothing is left, the error says what the store holds
 and which filter removed it, instead of an empty training run.
@@ -288,38 +288,25 @@ def _pair_row(chosen: TokenSequence, rejected: TokenSequence) -> dict | None:
 # -- RL tasks ----------------------------------------------------------------------------------------
 
 def rl_tasks(data: DataSection, side: str | None = None) -> list[Any]:
-    """The tasks online RL rolls out on: `toy`, `toy:N` (N tasks of the toy family), a SWE-bench file
-    (.json/.jsonl/.parquet/.csv) or a dataset name (lite, verified, ...). With `data.held_out`, one
-    side of the split: `side`, else `data.split`."""
+    """The tasks online RL rolls out on: any source codeagent.data reads (`toy`, `toy:N`, a SWE-bench,
+    SWE-Gym, SWE-smith or R2E-Gym file, a dataset name), `data.task_slice` of them. With
+    `data.held_out`, one side of the split: `side`, else `data.split`."""
     if not data.tasks:
         raise TrainError("grpo needs tasks: set data.tasks to a SWE-bench-format file, a dataset name, or toy")
-    if data.tasks == "toy" or data.tasks.startswith("toy:"):
-        from .toy import toy_tasks
+    from codeagent.data import DatasetError, load_tasks, split_tasks, task_repo
 
-        count = data.tasks.partition(":")[2]
-        tasks = toy_tasks(int(count) if count else None)
-    elif (loaded := _loader_tasks(data)) is not None:
-        tasks = loaded
-    else:
-        from codeagent.evals.datasets import DatasetError, load_rows, select_rows
-        from codeagent.task import Task
-
-        try:
-            rows = select_rows(load_rows(data.tasks), slice=data.task_slice)
-        except (DatasetError, FileNotFoundError, OSError) as error:
-            raise TrainError(f"cannot load the tasks {data.tasks!r}: {error}") from None
-        tasks = []
-        for row in rows:
-            mirror = Path(data.repos) / row["repo"] if data.repos else None
-            tasks.append(Task.from_swebench(row, repo=str(mirror) if mirror and mirror.exists() else None))
+    try:
+        tasks = load_tasks(data.tasks, data.tasks_format, slice=data.task_slice)
+    except (DatasetError, OSError) as error:
+        raise TrainError(f"cannot load the tasks {data.tasks!r}: {error}") from None
+    if data.repos:
+        tasks = [_from_mirror(task, Path(data.repos)) for task in tasks]
     if data.instance:
         tasks = [t for t in tasks if fnmatch.fnmatchcase(t.instance_id, data.instance)]
     if data.held_out and tasks:
-        from codeagent.data import split_tasks
-
         try:
             train, held = split_tasks(tasks, data.held_out, seed=data.split_seed,
-                                      group=None if data.held_out_by == "task" else _task_repo)
+                                      group=None if data.held_out_by == "task" else task_repo)
         except ValueError as error:
             raise TrainError(f"data.held_out: {error}" + ("; or set data.held_out_by=task"
                                                           if data.held_out_by == "repo" else "")) from None
@@ -333,31 +320,13 @@ def rl_tasks(data: DataSection, side: str | None = None) -> list[Any]:
     return tasks
 
 
-def _task_repo(task) -> str:
-    return str(task.extra.get("swebench_repo") or task.repo)
-
-
-def _loader_tasks(data: DataSection) -> list[Any] | None:
-    """Tasks from a SWE-Gym / SWE-smith / R2E-Gym file (codeagent.data); None for SWE-bench files and
-    dataset names, which the evals loader reads and checks."""
-    from codeagent.data import TaskFormatError, detect_format, load_tasks, read_rows
-
-    path = Path(data.tasks).expanduser()
-    if data.tasks_format == "swebench" or not path.is_file():
-        return None
-    try:
-        if data.tasks_format == "auto":
-            rows = read_rows(path)
-            if not rows or detect_format(rows[0]) == "swebench":
-                return None
-        tasks = load_tasks(path, data.tasks_format)
-    except (TaskFormatError, OSError) as error:
-        raise TrainError(f"cannot load the tasks {data.tasks!r}: {error}") from None
-    if data.task_slice:
-        from codeagent.evals.datasets import parse_slice
-
-        tasks = tasks[parse_slice(data.task_slice)]
-    return tasks
+def _from_mirror(task, repos: Path):
+    """A SWE-bench task's repository from its mirror under data.repos (DIR/owner/name), where there is one.
+    (Tasks of the other formats run in their images.)"""
+    mirror = repos / str(task.extra.get("swebench_repo"))
+    if task.extra.get("task_format", "swebench") != "swebench" or not mirror.exists():
+        return task
+    return task.model_copy(update={"repo": str(mirror)})
 
 
 def to_dataset(rows: list[dict]):

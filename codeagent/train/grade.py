@@ -83,10 +83,10 @@ def grade_trajectories(store, trajectories: Iterable[Any], *, tasks: dict[str, T
 def load_tasks(path: str | None, format: str = "auto") -> dict[str, Task]:
     if not path:
         return {}
-    from codeagent.data import TaskFormatError
+    from codeagent.data import DatasetError
     from codeagent.data import load_tasks as load
 
     try:
         return {task.instance_id: task for task in load(path, format)}
-    except (TaskFormatError, OSError) as error:
+    except (DatasetError, OSError) as error:
         raise TrainError(f"--tasks {path}: {error}") from None

@@ -85,7 +85,7 @@ class DataSection(_Strict):
     tasks: str | None = None  # grpo: SWE-bench file or dataset name, or toy[:N]
     repos: str | None = None  # grpo: DIR/owner/name mirrors for SWE-bench tasks (air-gapped)
     task_slice: str | None = None  # grpo: e.g. 0:50
-    tasks_format: Literal["auto", "swebench", "swe-gym", "swe-smith", "r2e-gym"] = "auto"  # grpo: data.tasks' format
+    tasks_format: str = "auto"  # grpo: data.tasks' format, auto or a name of codeagent.data's registry
     held_out: float | int | None = None  # grpo: hold out this fraction (or count) of the tasks, whole repositories
     split: Literal["train", "held_out"] = "train"  # which side of the held-out split to use
     split_seed: int = 0
@@ -97,6 +97,15 @@ class DataSection(_Strict):
     # sft/dpo: runs the grader flagged (Trajectory.integrity_flags: test infrastructure touched, masked
     # failures, a tampered test run) are no positive example (sft: left out; dpo: never chosen) unless true
     allow_flagged: bool = False
+
+    @field_validator("tasks_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        from codeagent.data import format_of
+
+        if value != "auto":
+            format_of(value)  # a ValueError naming the known formats
+        return value
 
 
 class RolloutSection(_Strict):

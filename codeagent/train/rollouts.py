@@ -87,7 +87,7 @@ def open_task_sandbox(task, config, environment: str, executor: str = "local", r
     if executor == "ray":
         from functools import partial
 
-        from codeagent.evals.ray_sandbox import RaySandbox
+        from codeagent.executors.ray_sandbox import RaySandbox
 
         with RaySandbox(partial(open_task_sandbox, task, config, environment), address=ray_address) as box:
             yield box
@@ -400,8 +400,8 @@ class Rollouts:
 
         if self.recipe.rollout.executor != "ray":
             return grade_task(task, patch, folder)
-        from codeagent.evals.ray_executor import RayExecutor
-        from codeagent.evals.runner import write_shipped_files
+        from codeagent.executors.ray_executor import RayExecutor
+        from codeagent.executors.shipped import write_shipped_files
 
         executor = RayExecutor(self.recipe.rollout.ray_address)
         [(_, shipped, error)] = list(executor.map_unordered(grade_shipped, [(task.model_dump(), patch)]))

@@ -6,7 +6,7 @@ Each node says how many sandboxes it can hold with a custom resource (SANDBOX_RE
 asks for one unit of it, so Ray never puts more than K sandboxes on one node's Docker daemon.
 Start a worker node with:
 
-    ray start --address HEAD:6379 --resources "$(python -m codeagent.evals.ray_executor resources)"
+    ray start --address HEAD:6379 --resources "$(python -m codeagent.executors.ray_executor resources)"
 
 A task whose worker process or node dies is run again elsewhere by Ray (`max_retries`, bounded); a
 task that raised is not retried (it is recorded as that instance's error, and a rerun retries it).
@@ -196,7 +196,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["resources"]:
         print(json.dumps(node_resources(int(argv[1]) if len(argv) > 1 else None)))
         return 0
-    print("usage: python -m codeagent.evals.ray_executor resources [SLOTS]", file=sys.stderr)
+    print("usage: python -m codeagent.executors.ray_executor resources [SLOTS]", file=sys.stderr)
     return 2
 
 

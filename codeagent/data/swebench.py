@@ -1,7 +1,7 @@
-"""SWE-bench datasets: load by name or from a file, validate rows, select, turn rows into Tasks.
+"""SWE-bench datasets: rows by name or from a file, each row checked (loaders.py makes them Tasks).
 
-    load_tasks("lite", repo="django/django", slice="0:10")
-    load_tasks("my-instances.jsonl", regex=r"requests-")
+    load_rows("lite")
+    load_rows("my-instances.jsonl.gz")
 
 A name comes from the registry, evals/datasets.yaml: a Hugging Face id + split, and optionally a
 copy that ships in evals/ (SWE-bench Lite's test and dev splits do), read offline. Only a name
@@ -26,10 +26,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from codeagent.assets import asset_path
-from codeagent.task import Task
-
-from .runner import check_distinct_folders
+from ..assets import asset_path
+from .errors import DatasetError
+from .ids import check_distinct_folders
 
 FILE_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".parquet", ".csv")
 
@@ -37,10 +36,6 @@ REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "test_pat
             "FAIL_TO_PASS", "PASS_TO_PASS")
 OPTIONAL_TEXT = ("patch", "hints_text", "created_at", "version", "environment_setup_commit")
 _REPO = re.compile(r"[\w.-]+/[\w.-]+")
-
-
-class DatasetError(ValueError):
-    """A dataset that cannot be found, read or trusted; the message says what to do."""
 
 
 def is_repo_name(name: Any) -> bool:
@@ -261,65 +256,3 @@ def load_rows(source: str | Path) -> list[dict[str, Any]]:
             raise DatasetError(f"unknown dataset {text!r}: use one of {', '.join(names)}, "
                                f"hf:<id>[:<split>], or a path to a {'/'.join(FILE_SUFFIXES)} file")
     return read_file(text)
-
-
-# ------------------------------------------------------------------------------------ selection
-
-def parse_slice(text: str | slice) -> slice:
-    """`10:20`, `:5`, `100:`, `::2` -> a slice."""
-    if isinstance(text, slice):
-        return text
-    parts = str(text).strip().split(":")
-    if len(parts) not in (2, 3):
-        raise DatasetError(f"bad slice {text!r}: write start:stop[:step], like 10:20 or :5")
-    try:
-        values = [int(part) if part.strip() else None for part in parts]
-    except ValueError:
-        raise DatasetError(f"bad slice {text!r}: start, stop and step must be integers") from None
-    if len(values) == 3 and values[2] == 0:
-        raise DatasetError(f"bad slice {text!r}: step cannot be 0")
-    return slice(*values)
-
-
-def select_rows(rows: list[dict[str, Any]], *, instance_ids: list[str] | None = None,
-                regex: str | None = None, repo: str | list[str] | None = None,
-                slice: str | slice | None = None) -> list[dict[str, Any]]:
-    """Filter by instance ids, a regex searched in instance_id and repo (owner/name), then slice.
-
-    Rows keep the dataset's order. Unknown instance ids and a selection that matches nothing raise.
-    """
-    selected = list(rows)
-    if instance_ids:
-        wanted = list(dict.fromkeys(instance_ids))
-        known = {row["instance_id"] for row in rows}
-        unknown = [instance for instance in wanted if instance not in known]
-        if unknown:
-            raise DatasetError(f"{len(unknown)} instance id(s) not in the dataset: {', '.join(unknown[:5])}"
-                               + (" ..." if len(unknown) > 5 else ""))
-        keep = set(wanted)
-        selected = [row for row in selected if row["instance_id"] in keep]
-    if regex:
-        try:
-            pattern = re.compile(regex)
-        except re.error as exc:
-            raise DatasetError(f"bad instance regex {regex!r}: {exc}") from None
-        selected = [row for row in selected if pattern.search(row["instance_id"])]
-    if repo:
-        repos = {repo} if isinstance(repo, str) else set(repo)
-        known_repos = {row["repo"] for row in rows}
-        if not repos & known_repos:
-            raise DatasetError(f"no instance of {', '.join(sorted(repos))} in the dataset; "
-                               f"its repos: {', '.join(sorted(known_repos))}")
-        selected = [row for row in selected if row["repo"] in repos]
-    if slice is not None:
-        selected = selected[parse_slice(slice)]
-    if not selected and rows:
-        raise DatasetError("the selection matched no instance")
-    return selected
-
-
-def load_tasks(source: str | Path, *, instance_ids: list[str] | None = None, regex: str | None = None,
-               repo: str | list[str] | None = None, slice: str | slice | None = None) -> list[Task]:
-    """Load a dataset (name, hf:<id>, or file), select rows, and make them Tasks."""
-    rows = select_rows(load_rows(source), instance_ids=instance_ids, regex=regex, repo=repo, slice=slice)
-    return [Task.from_swebench(row) for row in rows]

@@ -1,5 +1,5 @@
-"""Where batch work runs. The runner only needs `map_unordered`; a distributed engine (Ray, ...)
-plugs in by implementing it, with no change to the grading code.
+"""Work on worker processes (or threads) of this machine. Batch code only needs `map_unordered`; a
+distributed engine (Ray: ray_executor.py) plugs in by implementing it, with no change to that code.
 """
 
 from __future__ import annotations
