@@ -266,8 +266,8 @@ def _custom_command(config, repo: str, text: str) -> str:
     from pathlib import Path
 
     from .run.commands import custom_commands, find_command
+    from .run.session.slash import COMMANDS
     from .tools.registry import available_tools
-    from .tui.commands import COMMANDS
 
     if not text.lstrip().startswith("/"):
         return text

@@ -200,8 +200,8 @@ def test_an_untrusted_repository_config_sets_no_hook(make_repo, tmp_path, monkey
 
 
 def test_in_a_full_auto_tui_session_a_hook_that_says_ask_brings_the_question(make_repo, tmp_path):
-    from codeagent.tui.approval import Decision
-    from codeagent.tui.session import Session
+    from codeagent.run.session import Session
+    from codeagent.run.session.approval import Decision
 
     ask = hook(tmp_path, "ask", "if 'push' in event['tool_input'].get('command', ''):\n"
                "    print(json.dumps({'hookSpecificOutput': {'permissionDecision': 'ask',"

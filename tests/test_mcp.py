@@ -22,10 +22,10 @@ from codeagent.agent.loop import Agent
 from codeagent.config import Config, load_config
 from codeagent.events import EventBus
 from codeagent.models import ScriptedModel
+from codeagent.run.session.approval import Decision
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
-from codeagent.tui.approval import Decision
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 SERVER = Path(__file__).parent / "data" / "mcp" / "server.py"
@@ -179,7 +179,7 @@ def test_tool_names_and_bad_schemas(tmp_path):
 
 
 def test_in_a_tui_session_mcp_calls_are_approved_like_commands_and_a_failed_server_is_a_notice(make_repo, tmp_path):
-    from codeagent.tui.session import Notice, Session
+    from codeagent.run.session import Notice, Session
 
     repo = make_repo({"README.md": "notes\n"})
     config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
@@ -338,8 +338,8 @@ def test_the_read_resource_tool_is_read_only_and_a_prompt_is_listed(tmp_path):
 
 
 def test_a_prompt_is_a_slash_command_in_the_tui_and_its_rendered_text_is_what_the_model_receives(make_repo, tmp_path):
-    from codeagent.tui.commands import help_text
-    from codeagent.tui.session import Notice, Session
+    from codeagent.run.session import Notice, Session
+    from codeagent.run.session.slash import help_text
 
     repo = make_repo({"README.md": "notes\n"})
     config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
@@ -369,8 +369,8 @@ def test_a_prompt_is_a_slash_command_in_the_tui_and_its_rendered_text_is_what_th
 def test_in_the_tui_help_lists_a_prompt_and_typing_it_sends_the_rendered_text(make_repo, tmp_path):
     import asyncio
 
+    from codeagent.run.session import Session
     from codeagent.tui.app import CodeagentApp
-    from codeagent.tui.session import Session
 
     from .test_tui_app import quit_app, screen_text, send, until
 

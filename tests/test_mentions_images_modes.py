@@ -11,9 +11,9 @@ import pytest
 from codeagent.agent.images import ImageError, StoredImage, inline, store_image
 from codeagent.agent.modes import PLAN, offered_specs, refusal, switch_messages, told_mode
 from codeagent.agent.prompts import render
+from codeagent.run.session.mentions import FILE_CHARS, RepoFiles, expand
+from codeagent.run.session.slash import plan_mode
 from codeagent.tools.registry import ToolRegistry
-from codeagent.tui.commands import plan_mode
-from codeagent.tui.mentions import FILE_CHARS, RepoFiles, expand
 
 from .conftest import git
 
@@ -140,7 +140,7 @@ def test_a_mention_in_a_session_reads_the_working_tree_and_no_host_file(repo, tm
     edit is there; a link out of the repository is refused, its host file never read."""
     from types import SimpleNamespace
 
-    from codeagent.tui.user_message import repo_files
+    from codeagent.run.session.message import repo_files
 
     monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
     (repo / "src/app.py").write_text("def main():\n    return 43  # uncommitted\n")

@@ -156,9 +156,9 @@ def test_help_in_the_tui_lists_the_custom_commands(make_repo, tmp_path, monkeypa
 
     from codeagent.config import Config
     from codeagent.models import ScriptedModel
+    from codeagent.run.session import Session
     from codeagent.trajectory.store import TrajectoryStore
     from codeagent.tui.app import CodeagentApp
-    from codeagent.tui.session import Session
     from tests.test_tui_app import screen_text, send, until
 
     monkeypatch.setenv("CODEAGENT_CONFIG", str(tmp_path / "user" / "config.yaml"))

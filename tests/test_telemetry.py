@@ -360,8 +360,8 @@ def test_the_tuis_approvals_are_the_users(receiver, make_repo, tmp_path, monkeyp
     from codeagent.config import Config
     from codeagent.models import ScriptedModel
     from codeagent.run import telemetry
-    from codeagent.tui.approval import Decision
-    from codeagent.tui.session import Session
+    from codeagent.run.session import Session
+    from codeagent.run.session.approval import Decision
     from tests.test_tui_session import Recorder, call
 
     monkeypatch.setattr(telemetry, "_started", [])

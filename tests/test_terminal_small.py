@@ -9,10 +9,10 @@ from click.testing import CliRunner
 
 from codeagent.config import Config
 from codeagent.events import PatchChanged
+from codeagent.run.session import Notice, Session
 from codeagent.task import Task
 from codeagent.trajectory.commands import traj
 from codeagent.trajectory.store import TrajectoryStore
-from codeagent.tui.session import Notice, Session
 
 MODEL = "hosted_vllm/some-organisation/a-rather-long-model-name-that-needs-room"
 
@@ -72,8 +72,8 @@ def test_a_second_undo_says_everything_is_undone(tmp_path):
     told = []
     session = Session(Config(trajectories_dir=str(tmp_path / "t")), None, repo=str(tmp_path),
                       emit=told.append)
-    session.history.observe(PatchChanged(step=0, patch="diff --git a/x b/x\n"), 1)
-    session.history.drop_last()  # what the first /undo did
+    session.state.history.observe(PatchChanged(step=0, patch="diff --git a/x b/x\n"), 1)
+    session.state.history.drop_last()  # what the first /undo did
     assert not session.undo()
     notices = [event.text for event in told if isinstance(event, Notice)]
     assert notices == ["Nothing more to undo: the agent's changes are all undone."]

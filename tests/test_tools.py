@@ -59,7 +59,7 @@ def test_registry_reads_specs_from_the_tools_folder():
 def test_read_only_comes_from_the_tool_specs(tmp_path):
     """Which tools change no file is data in tools/*.yaml, read by the registry, and what the TUI's
     approval and the loop go by: a new read-only tool needs no code change."""
-    from codeagent.tui.approval import classify
+    from codeagent.run.session.approval import classify
 
     registry = ToolRegistry()
     assert {name for name in registry.names() if registry.read_only(name)} == {"search", "navigate", "submit", "skill"}

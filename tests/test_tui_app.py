@@ -11,10 +11,10 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ModelRequestError, ScriptedModel
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
 from codeagent.tui.approval_screen import ApprovalScreen
-from codeagent.tui.session import Session
 
 from .conftest import git
 from .test_tui_session import FILES, call, fix_add

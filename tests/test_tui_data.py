@@ -3,10 +3,10 @@
 import pytest
 
 from codeagent.events import Finished, ModelOutput, PatchChanged, StepStarted
+from codeagent.run.session.patch_history import PatchHistory
+from codeagent.run.session.stats import Stats
 from codeagent.trajectory.sessions import find_session, recent_sessions
 from codeagent.trajectory.store import TrajectoryError, TrajectoryStore
-from codeagent.tui.data.patch_history import PatchHistory
-from codeagent.tui.data.stats import Stats
 
 
 def test_stats_observe_counts_tokens_and_cost_and_the_furthest_step():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.session import Session
 
 from .test_tui_app import quit_app, screen_text, send, sync, until
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from codeagent.config import Config
 from codeagent.events import ModelOutput, Observed, RunStarted, StepStarted, ToolCalled
 from codeagent.models import ScriptedModel
+from codeagent.run.session import Session
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.session import Session
 
 from .test_tui_app import screen_text, sync
 from .test_tui_snapshots import a_run, feed, settle

@@ -8,9 +8,9 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.session import Session
 
 from .test_daily_cli import free_port
 from .test_tui_app import screen_text, send, sync, until
@@ -29,7 +29,7 @@ def notices(app) -> str:
 
 
 def test_model_arguments():
-    from codeagent.tui.commands import model_switch
+    from codeagent.run.session.slash import model_switch
 
     assert model_switch("gpt-4o") == ("gpt-4o", None)
     assert model_switch("hosted_vllm/q --api-base http://h:8000/v1") == ("hosted_vllm/q", "http://h:8000/v1")

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from codeagent.config import Config
 from codeagent.models import ModelResponse, ScriptedModel, ToolCall
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.session import Session
 
 from .test_mentions_images_modes import PNG
 from .test_tui_app import approve, quit_app, screen_text, send, sync, until

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import App
 
-from codeagent.tui.commands import parse, resolve
+from codeagent.run.session.slash import parse, resolve
 from codeagent.tui.prompt import PromptInput
 
 from .test_tui_app import sync

@@ -8,10 +8,10 @@ import threading
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel, ToolCall
+from codeagent.run.session import Session
+from codeagent.run.session.approval import ApprovalPolicy, build_request
+from codeagent.run.session.approval_rules import Rule, SavedRules, rules_command
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.approval import ApprovalPolicy, build_request
-from codeagent.tui.approval_rules import Rule, SavedRules, rules_command
-from codeagent.tui.session import Session
 
 from .test_tui_app import approve, screen_text, send, sync, until
 

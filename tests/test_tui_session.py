@@ -14,17 +14,17 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
-from codeagent.tools.read_only_commands import is_read_only_command
-from codeagent.trajectory.store import TrajectoryStore
-from codeagent.tui.approval import (
+from codeagent.run.session import Notice, Session
+from codeagent.run.session.approval import (
     ApprovalPolicy,
     Decision,
     build_request,
     command_prefixes,
     preview_edit,
 )
-from codeagent.tui.data.patch_history import changed_files
-from codeagent.tui.session import Notice, Session
+from codeagent.run.session.patch_history import changed_files
+from codeagent.tools.read_only_commands import is_read_only_command
+from codeagent.trajectory.store import TrajectoryStore
 
 from .conftest import git
 
@@ -277,7 +277,7 @@ def test_several_candidates_then_a_follow_up_on_the_selected_one(make_repo, tmp_
     try:
         session.submit("add() subtracts")
         assert session.wait_idle(120) and session.last_status == "submitted", recorder.notices()
-        assert len(session.candidate_runs) == 2 and session.trajectory_id in session.candidate_runs
+        assert len(session.state.candidate_runs) == 2 and session.trajectory_id in session.state.candidate_runs
         assert "+    return a + b" in session.patch and not recorder.requests  # candidates do not ask
         kinds = recorder.kinds()
         assert kinds.count("candidate_scored") == 2 and "selection_made" in kinds and "resumed" in kinds

@@ -7,8 +7,8 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
-from codeagent.tui.session import Session
 
 from .conftest import git
 from .test_tui_session import FILES, Recorder, call, fix_add

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
+from codeagent.run.session import Session
+from codeagent.run.session.summary import exit_summary, session_title
 from codeagent.trajectory.sessions import SessionHeader
-from codeagent.tui.session import Session
-from codeagent.tui.session_text import exit_summary, session_title
 
 from .test_tui_snapshots import PATCH, RUN, a_run
 
@@ -24,13 +24,13 @@ def test_the_exit_summary_says_what_was_done_and_how_to_resume(tmp_path):
                       repo="/work/shop")
     assert exit_summary(session) is None  # nothing started: nothing to say
     a_run(session)
-    session.last_status = "submitted"
+    session.state.last_status = "submitted"
     summary = exit_summary(session)
     assert summary.splitlines() == [
         f"codeagent: session {RUN} · submitted · 3 steps · 7,700 prompt + 180 completion tokens · $0.0221",
         f"Patch: 1 file(s), +4 -0, not applied; saved in {tmp_path / RUN}.patch",
         f"Resume it: codeagent solve --resume {RUN}"]
-    session.applied = ("/work/checkout", PATCH)
+    session.state.applied = ("/work/checkout", PATCH)
     assert "+4 -0, applied to /work/checkout;" in exit_summary(session)
-    session.applied = ("/work/checkout", "an older patch")
+    session.state.applied = ("/work/checkout", "an older patch")
     assert "changed since it was applied to /work/checkout" in exit_summary(session)

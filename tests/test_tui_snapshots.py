@@ -24,10 +24,10 @@ from codeagent.events import (
     ToolCalled,
 )
 from codeagent.models import ScriptedModel
+from codeagent.run.session import Session
+from codeagent.run.session.approval import ApprovalPolicy, build_request
+from codeagent.run.session.events import SamplingStarted
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.approval import ApprovalPolicy, build_request
-from codeagent.tui.session import Session
-from codeagent.tui.session_events import SamplingStarted
 
 from .test_tui_app import screen_text, send, sync
 
@@ -167,7 +167,7 @@ async def test_snapshot_candidates_panel():
     app, session = make_app(mode="full-auto", candidates=3)
     async with app.run_test(size=(100, 30)) as pilot:
         runs = [f"20260101-120000-cand000{i}" for i in range(3)]
-        session.scaling = True
+        session.state.scaling = True
         feed(session, SamplingStarted(count=3))
         for index, run in enumerate(runs):
             feed(session, RunStarted(run_id=run, task_id="shop-1", model="openai/gpt-4o", sandbox="docker"),
@@ -177,7 +177,7 @@ async def test_snapshot_candidates_panel():
             feed(session, CandidateScored(run_id=run, index=index, exit_status="max_steps" if index == 1 else "submitted",
                                           scores={"regression": 1.0, "judge": 0.9 - index / 10}))
         feed(session, SelectionMade(policy="hybrid", chosen=0, why="the judge ranked it first; all tests pass"))
-        session.scaling = False
+        session.state.scaling = False
         await settle(pilot)
         assert_snapshot("candidates_100x30", screen_text(app))
 

@@ -19,9 +19,9 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import LiteLLMModel
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.session import Session
 from tests.test_models_litellm import Streamed, chunks
 from tests.test_streaming import pieces
 from tests.test_tui_app import make_app, quit_app, screen_text, sync, type_line, until

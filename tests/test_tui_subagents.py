@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from codeagent.config import Config
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.session import Session
 
 from .test_subagents import Routed, answer, call, reply
 from .test_tui_app import screen_text, sync, type_line, until
@@ -32,3 +32,4 @@ async def test_a_subagent_is_a_line_when_it_starts_and_one_when_it_ends(make_rep
         assert "↳ subagent sub-1 (read_only) started: Find where VALUE is set." in shown
         assert "↳ subagent sub-1 finished: answered, 2 steps, 0 patch lines" in shown
         await pilot.press("ctrl+q")
+        await until(pilot, lambda: not app.is_running or session.sandbox_state == "closed", what="quit")

@@ -11,10 +11,10 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
+from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
 from codeagent.tui.approval_screen import ApprovalScreen
-from codeagent.tui.session import Session
 
 from .test_tui_app import approve, make_app, quit_app, screen_text, send, sync, type_line, until
 from .test_tui_session import FILES, call, fix_add
@@ -129,7 +129,7 @@ async def test_compact_summarizes_in_one_call_keeps_task_and_patch_and_the_meter
         await until(pilot, lambda: session.last_status == "submitted" and not session.busy, what="the run")
         await pilot.pause(0.1)
         limit = session.config.model.context_tokens
-        before = session.stats.context
+        before = session.state.stats.context
         assert before > 3000 // 4 and f"ctx {before / 1000:.1f}k/{limit / 1000:g}k" in status_text(app)
         await send(pilot, "/compact")
         await until(pilot, lambda: "Compacted the conversation" in screen_text(app) and not session.busy, what="/compact")
@@ -137,10 +137,10 @@ async def test_compact_summarizes_in_one_call_keeps_task_and_patch_and_the_meter
         summary_request = model.calls[3]
         assert "compact this conversation" in summary_request[-1]["content"]
         assert any("2999" in str(message.get("content")) for message in summary_request)  # it saw the conversation
-        assert session.stats.context < before
+        assert session.state.stats.context < before
         await pilot.pause(0.1)
-        assert f"ctx {session.stats.context / 1000:.1f}k" in status_text(app) or \
-            f"ctx {session.stats.context}/" in status_text(app)
+        assert f"ctx {session.state.stats.context / 1000:.1f}k" in status_text(app) or \
+            f"ctx {session.state.stats.context}/" in status_text(app)
 
         await send(pilot, "Show me the file.")
         await until(pilot, lambda: len(model.calls) == 6 and not session.busy, what="the follow-up")

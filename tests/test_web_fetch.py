@@ -16,12 +16,12 @@ from codeagent.agent.loop import Agent
 from codeagent.config import Config, load_config
 from codeagent.events import EventBus
 from codeagent.models import ScriptedModel
+from codeagent.run.session.approval import ApprovalPolicy, classify
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.tools.base import ToolError
 from codeagent.tools.web_fetch import fetch
 from codeagent.trajectory.store import TrajectoryStore
-from codeagent.tui.approval import ApprovalPolicy, classify
 
 _ids = itertools.count(1)
 PAGE = (b"<html><head><title>Release notes</title><script>var leaked = 'SCRIPT-SECRET';</script>"

@@ -1,4 +1,4 @@
-"""The ACP agent: each ACP session is a codeagent Session (tui/session.py) on the editor's folder.
+"""The ACP agent: each ACP session is a codeagent Session (run/session/) on the editor's folder.
 
 The session works on its own thread and reports through `emit`; events become session updates (updates.py)
 handed to the event loop, and an approval the session asks becomes `session/request_permission`. A prompt
@@ -11,17 +11,19 @@ import asyncio
 import os
 import sys
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import acp
 from acp import schema
 
 from .. import __version__
 from ..events import Event
+from ..run.session import Decision, SessionChanged, Submitted
 from ..status import LIMITS, ExitStatus
-from ..tui.approval import Decision
-from ..tui.session_events import SessionChanged
 from .updates import Translator
+
+if TYPE_CHECKING:
+    from ..run.session import Session
 
 MODES = {"suggest": "Ask before every command and edit", "auto-edit": "Edits run; ask before commands",
          "full-auto": "Never ask (the sandbox is the guard)"}
@@ -31,7 +33,7 @@ END = object()  # the turn's job is done
 class Live:
     """One ACP session: the codeagent Session and the turn in flight."""
 
-    def __init__(self, session, cwd: str):
+    def __init__(self, session: Session, cwd: str):
         self.session = session
         self.cwd = cwd
         self.turn: asyncio.Queue | None = None  # the running prompt's updates
@@ -50,7 +52,7 @@ class CodeagentAgent:
                  mode: str = "suggest"):
         self.overrides, self.config_file, self.trust, self.mode = overrides, config_file, trust, mode
         self.sessions: dict[str, Live] = {}
-        self.conn = None
+        self.conn: Any = None  # the client's connection (acp), once connected
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def on_connect(self, conn) -> None:
@@ -83,8 +85,8 @@ class CodeagentAgent:
     def _open(self, session_id: str, cwd: str) -> Live:
         from ..config import ConfigError, load_config
         from ..models import ModelConfigError
+        from ..run.session import Session
         from ..run.solve import resolve_model
-        from ..tui.session import Session
 
         try:
             config = load_config(cwd, self.config_file, self.overrides, trust=self.trust)
@@ -98,10 +100,12 @@ class CodeagentAgent:
                 self._emit(live, event)
 
         def ask(request) -> None:
+            assert self.loop is not None  # connected
             asyncio.run_coroutine_threadsafe(self._ask(session_id, request), self.loop)
 
-        session = Session(config, model, repo=cwd, mode=self.mode, replay=replay, ask=ask, emit=emit)
-        session.write_through = False  # the editor's files are never written: the patch is handed over
+        # the editor's files are never written: the patch is handed over
+        session = Session(config, model, repo=cwd, mode=self.mode, replay=replay, ask=ask, emit=emit,
+                          write_through=False)
         problem = session.repo_problem()
         if problem:
             session.close()
@@ -126,7 +130,7 @@ class CodeagentAgent:
         live.turn, live.cancelled = asyncio.Queue(), False
         try:
             outcome = live.session.submit(text)
-            if outcome != "started" and outcome != "continued":
+            if outcome not in (Submitted.STARTED, Submitted.CONTINUED):
                 raise acp.RequestError.internal_error({"message": f"the session did not take the prompt ({outcome})"})
             while (update := await live.turn.get()) is not END:
                 await self.conn.session_update(session_id=session_id, update=update)
@@ -163,6 +167,7 @@ class CodeagentAgent:
         updates = live.translate(event)
         if isinstance(event, SessionChanged) and not live.session.busy:
             updates = [*updates, END]
+        assert self.loop is not None  # connected
         for update in updates:
             self.loop.call_soon_threadsafe(turn.put_nowait, update)
 

@@ -9,8 +9,8 @@ from typing import Any
 from acp import helpers
 
 from ..events import Event, ModelDelta, ModelOutput, Observed, ToolCalled
-from ..tui.approval import EDIT_COMMANDS, _edit_path, classify
-from ..tui.session_events import Notice
+from ..run.session import Notice
+from ..run.session.approval import EDIT_COMMANDS, _edit_path, classify
 
 OUTPUT_LIMIT = 20_000  # characters of a tool's output shown in the editor (the model saw all of it)
 KINDS = {"bash": "execute", "web_fetch": "fetch", "search": "search", "find_file": "search", "submit": "other"}

@@ -2,19 +2,16 @@
 
 Importing this package does not import Textual: `run_tui` does, when it is called.
 
-    session.py   the session logic (start, follow-ups, approvals, undo, apply, resume), no Textual;
-                 its parts: session_turn.py (one turn: a run or N candidates; /candidates pick),
-                 session_compact.py (/compact), session_patch.py (/undo, /apply), worker.py (the one background thread), sandbox_slot.py (its sandbox),
-                 session_events.py, data/ (stats.py: Stats.observe; patch_history.py: /undo), and
-                 trajectory/sessions.py (saved sessions for /resume)
-    approval.py  approval modes, "always allow" rules and the Approver that asks, no Textual
-    trust_screen.py  the question asked before the app when a repository's config needs trust
-    session_text.py  the exit summary (with how to resume) and /resume's rows
-    approval_rules.py  "always allow" rules saved per repository in the user's folder; /rules
-    commands.py  slash commands, no Textual
+The session it shows (start, follow-ups, approvals, undo, apply, compact, resume, candidates) is
+run/session/, which the editors' ACP server (acp/) drives too; here are only its widgets and screens:
+
     app.py       the App: wires the widgets below to a Session
+    session_view.py  the session's events, each to the widget that shows it
+    slash_commands.py  what each slash command does to the session and the widgets
+    trust_screen.py  the question asked before the app when a repository's config needs trust
     transcript.py, diff_panel.py (and PatchScreen), status_bar.py, approval_screen.py, candidates.py,
-    prompt.py, completion_menu.py (the / and @ popup), pick_screen.py (/resume's and /candidates' lists)
+    prompt.py, completion_menu.py (the / and @ popup), pick_screen.py (/resume's and /candidates' lists),
+    link_screen.py
 """
 
 from __future__ import annotations
@@ -58,9 +55,9 @@ def run_tui(config: Config, model: Model | None, *, repo: str | Path = ".", comm
     """
     if not tui_available():
         raise RuntimeError(INSTALL_HINT)
+    from ..run.session import Session
+    from ..run.session.summary import exit_summary
     from .app import CodeagentApp
-    from .session import Session
-    from .session_text import exit_summary
 
     session = Session(config, model, repo=repo, commit=commit, mode=mode, store=store, replay=replay,
                       apply_repo=apply_repo, save_rules=True)

@@ -11,8 +11,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from ..run.session import ApprovalRequest, Decision
 from ..visible import visible
-from .approval import ApprovalRequest, Decision
 from .diff_panel import diff_content
 
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from .commands import COMMANDS
+from ..run.session.slash import COMMANDS
 
 MAX_ENTRIES = 8
 

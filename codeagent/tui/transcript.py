@@ -11,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Collapsible, Markdown, Static
 
-from ..events import Event, Finished, ModelOutput, Observed, RunStarted, ToolCalled
+from ..events import Finished, ModelDelta, ModelOutput, ModelRetry, ModelWaiting, Observed, RunStarted, ToolCalled
 from ..status import LIMITS, ExitStatus
 from ..visible import visible
 from .diff_panel import diff_content
@@ -252,9 +252,9 @@ class Transcript(VerticalScroll):
             self._add(Static(Content("REPLAY: no model is configured, so this run plays back a recorded trajectory; "
                                      "the commands and tests run for real in the sandbox."), classes="banner"))
 
-    def show_progress(self, event: Event) -> None:
-        """model_waiting, model_delta, model_retry: the reply in the making, in one widget per run."""
-        if event.kind == "model_retry":  # what had come is void; the next attempt streams below the notice
+    def show_progress(self, event: ModelWaiting | ModelDelta | ModelRetry) -> None:
+        """The reply in the making, in one widget per run."""
+        if isinstance(event, ModelRetry):  # what had come is void; the next attempt streams below the notice
             self._end_live(event.run_id)
             self.add_notice(f"The model call failed ({event.reason}); retry {event.attempt}/{event.retries} "
                             f"in {event.wait:.1f}s.", "warning")
@@ -263,9 +263,9 @@ class Transcript(VerticalScroll):
         if live is None:
             live = self.live[event.run_id] = LiveReply()
             self._add(live)
-        if event.kind == "model_waiting":
+        if isinstance(event, ModelWaiting):
             live.waiting(event.seconds)
-        elif event.kind == "model_delta":
+        else:
             live.add(event)
 
     def _end_live(self, run_id: str) -> None:

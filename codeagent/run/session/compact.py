@@ -5,15 +5,21 @@ is) and a request to summarize it. What the next turns send is then the system p
 project instructions), the task as first given, and one message with the summary and the current
 patch, followed by whatever comes after. The trajectory keeps every message as it was (it is the
 record, and training data); the session keeps the compacted view and gives it to the agent as the
-conversation to continue (`view`). Runs on the session's thread; `session` is the Session.
+conversation to continue (`view`). Runs on the session's thread.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..agent.history import estimate_tokens, fit_messages
-from ..models import Sampling
+from ...agent.history import estimate_tokens, fit_messages
+from ...models import Sampling
+from .state import Compaction
+
+if TYPE_CHECKING:
+    from ...trajectory.schema import Trajectory
+    from .parts import SessionParts
+    from .state import SessionState
 
 REQUEST = (
     "The user asked to compact this conversation to free context. Write a summary of it that lets you "
@@ -24,30 +30,24 @@ SUMMARY = ("[The conversation so far was compacted at the user's request (/compa
            "system prompt are as given; this is the summary of what happened since:]\n\n{summary}\n\n{patch}")
 
 
-@dataclass
-class Compaction:
-    trajectory_id: str
-    upto: int  # the trajectory's messages it replaces (those before this index)
-    messages: list[dict]
-
-
-def view(session, trajectory):
+def view(state: SessionState, trajectory: Trajectory) -> Trajectory:
     """The trajectory with the conversation the agent continues: compacted when /compact ran on it."""
-    compaction = session.compaction
+    compaction = state.compaction
     if compaction is None or compaction.trajectory_id != trajectory.id:
         return trajectory
     return trajectory.model_copy(update={"messages": compaction.messages + trajectory.messages[compaction.upto:]})
 
 
-def compact(session) -> None:
-    if session.trajectory_id is None:
+def compact(session: SessionParts) -> None:
+    state = session.state
+    if state.trajectory_id is None:
         session.notice("/compact: there is no conversation yet.", "warning")
         return
     if session.model is None:
         session.notice("/compact needs a model to write the summary: choose one with /model NAME.", "warning")
         return
-    trajectory = session.store.load(session.trajectory_id)
-    messages = view(session, trajectory).messages
+    trajectory = session.store.load(state.trajectory_id)
+    messages = view(state, trajectory).messages
     head = _head(messages)
     if len(messages) <= len(head):
         session.notice("/compact: nothing to compact: the conversation is only the task so far.")
@@ -57,19 +57,19 @@ def compact(session) -> None:
     budget = max(1024, config.context_tokens - (config.max_tokens or 4096))
     request = fit_messages([*messages, {"role": "user", "content": REQUEST}], budget, count)
     response = model.complete(request, [], Sampling(temperature=config.temperature, max_tokens=config.max_tokens))
-    session.stats.prompt_tokens += response.usage.prompt_tokens or 0
-    session.stats.completion_tokens += response.usage.completion_tokens or 0
-    session.stats.cost += response.usage.cost or 0.0
+    state.stats.prompt_tokens += response.usage.prompt_tokens or 0
+    state.stats.completion_tokens += response.usage.completion_tokens or 0
+    state.stats.cost += response.usage.cost or 0.0
     summary = (response.content or "").strip()
     if not summary:
         session.notice("/compact: the model wrote no summary; the conversation is kept as it was.", "error")
         return
-    patch = (f"The changes so far (the patch against the base commit):\n```diff\n{session.patch.rstrip()}\n```"
-             if session.patch.strip() else "No files are changed so far.")
+    patch = (f"The changes so far (the patch against the base commit):\n```diff\n{state.patch.rstrip()}\n```"
+             if state.patch.strip() else "No files are changed so far.")
     compacted = [*head, {"role": "user", "content": SUMMARY.format(summary=summary, patch=patch)}]
     before, after = count(messages), count(compacted)
-    session.compaction = Compaction(trajectory.id, len(trajectory.messages), compacted)
-    session.stats.context = after
+    state.compaction = Compaction(trajectory.id, len(trajectory.messages), compacted)
+    state.stats.context = after
     session.notice(f"Compacted the conversation: about {before:,} -> {after:,} tokens of context. The task, the "
                    "project instructions and the patch are kept; the next message continues from the summary.",
                    "success")

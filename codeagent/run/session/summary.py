@@ -1,16 +1,16 @@
 """A session in a few words: the summary printed after the TUI closes (with how to resume it), and
-the one-line titles /resume lists. No Textual."""
+the one-line titles /resume lists."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..run.printers import patch_stats
-from ..visible import visible
+from ...visible import visible
+from ..printers import patch_stats
 
 if TYPE_CHECKING:
-    from ..trajectory.sessions import SessionHeader
-    from .session import Session
+    from ...trajectory.sessions import SessionHeader
+    from .core import Session
 
 TITLE_CHARS = 60
 
@@ -21,14 +21,14 @@ def exit_summary(session: Session) -> str | None:
     run_id = session.trajectory_id
     if run_id is None:
         return None
-    stats = session.stats
+    stats = session.state.stats
     ended = f" · {session.last_status}" if session.last_status else ""
     lines = [f"codeagent: session {run_id}{ended} · {stats.steps} steps · {stats.prompt_tokens:,} prompt + "
              f"{stats.completion_tokens:,} completion tokens · ${stats.cost:.4f}"]
     patch = session.patch
     if patch.strip():
         added, removed, files = patch_stats(patch)
-        target, applied = session.applied or (None, None)
+        target, applied = session.state.applied or (None, None)
         state = (f"applied to {target}" if applied == patch else
                  f"changed since it was applied to {target}" if target else "not applied")
         where = f"; saved in {session.patch_file}" if session.patch_file else ""

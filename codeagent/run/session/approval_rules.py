@@ -5,8 +5,6 @@ $CODEAGENT_ALLOW_RULES), keyed by the repository's path or URL. Never in the rep
 are the repository's word, not the user's. A rule is a command prefix (`python -m pytest`), an
 edited path, or a tool's name; what a prefix allows is decided by tools/shell_words.command_prefixes, so a
 saved `pytest` does not allow `pytest; rm -rf /`.
-
-No Textual here.
 """
 
 from __future__ import annotations
@@ -17,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import user_config_path
-from ..locks import file_lock
+from ...config import user_config_path
+from ...locks import file_lock
 
 KINDS = ("command", "edit", "tool")
 VERSION = 1

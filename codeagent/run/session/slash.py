@@ -1,9 +1,11 @@
-"""Slash commands: their names, help, and parsing (no Textual here)."""
+"""Slash commands, the language of the session's clients: their names, help, and parsing."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (arguments, what it does) -- kept short: the help must read well at 80 columns
@@ -64,7 +66,7 @@ def resolve(name: str) -> str | None:
 HELP_COLUMN = 20  # the usage column of /help
 
 
-def help_text(extra: list[tuple[str, str, str]] = (), custom: list[tuple[str, str, str]] = ()) -> str:
+def help_text(extra: Sequence[tuple[str, str, str]] = (), custom: Sequence[tuple[str, str, str]] = ()) -> str:
     """The commands, then `extra` ones (name, arguments, what: MCP servers' prompts), the custom commands
     (run/commands.py: name, argument hint, description), then the keys. A usage longer than the
     column takes its own line: the help reads at 80 columns."""
@@ -104,7 +106,7 @@ def model_switch(argument: str) -> tuple[str, str | None]:
     return words[0], api_base
 
 
-def plan_mode(current: str, argument: str) -> str:
+def plan_mode(current: str, argument: str) -> Literal["normal", "plan"]:
     """The work mode `/plan [on|off]` asks for: no argument toggles. ValueError for another word."""
     word = argument.strip().lower()
     if not word:

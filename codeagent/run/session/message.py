@@ -1,26 +1,29 @@
 """What a typed message becomes before the session gets it: `@path` mentions put the repository's
 files in (mentions.py) and pasted image paths attach the images (agent/images.py). Also /init's
-request. No Textual here."""
+request."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agent.images import SUFFIXES, ImageError, attach, store_image
-from ..agent.prompts import render
-from ..models.vision import image_refusal
-from ..sandbox import snapshot
+from ...agent.images import SUFFIXES, ImageError, attach, store_image
+from ...agent.prompts import render
+from ...models.vision import image_refusal
+from ...sandbox import snapshot
 from .mentions import RepoFiles, expand
+
+if TYPE_CHECKING:
+    from .core import Session
 
 Notice = Callable[[str, str], Any]  # (text, level)
 _TOKEN = re.compile(r"'([^']+)'|\"([^\"]+)\"|((?:\\ |\S)+)")
 _files: dict[tuple[str, str | None], RepoFiles] = {}
 
 
-def repo_files(session, fresh: bool = False) -> RepoFiles:
+def repo_files(session: Session, fresh: bool = False) -> RepoFiles:
     """The tree the session works from: its task's base (a snapshot of the working tree, or a
     commit); before the first message, the given commit, else the working tree as it is now (taken
     again when `fresh`: a message; a completion reuses the last one)."""
@@ -32,7 +35,7 @@ def repo_files(session, fresh: bool = False) -> RepoFiles:
     return _files[key]
 
 
-def completer(session) -> Callable[[str], str]:
+def completer(session: Session) -> Callable[[str], str]:
     """For the input box: what completes `@prefix` (nothing when the repository cannot be read)."""
     def complete(prefix: str) -> str:
         try:
@@ -43,7 +46,7 @@ def completer(session) -> Callable[[str], str]:
     return complete
 
 
-def prepare(text: str, session, notice: Notice) -> str | None:
+def prepare(text: str, session: Session, notice: Notice) -> str | None:
     """The message to send, or None when it must not be sent (the notice says why)."""
     images = _image_paths(text)
     if images:
@@ -67,7 +70,7 @@ def prepare(text: str, session, notice: Notice) -> str | None:
     return attach(text, stored) if images else text
 
 
-def init_request(session) -> str:
+def init_request(session: Session) -> str:
     """/init's message: the prompts/init.j2 request to write AGENTS.md."""
     try:
         exists = "AGENTS.md" in repo_files(session).entries

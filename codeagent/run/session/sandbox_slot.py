@@ -1,15 +1,15 @@
 """The session's one sandbox: opened on the task's snapshot with a patch put back, closed, and
-its state (none | starting | ready | failed | closed) for the status bar. No Textual."""
+its state (none | starting | ready | failed | closed) for the status bar."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 
-from ..config import Config
-from ..sandbox import Sandbox, SandboxError, open_sandbox, sandbox_options, snapshot
-from ..sandbox.restore import restore_patch
-from ..task import Task
+from ...config import Config
+from ...sandbox import Sandbox, SandboxError, open_sandbox, sandbox_options, snapshot
+from ...sandbox.restore import restore_patch
+from ...task import Task
 
 
 class SandboxSlot:

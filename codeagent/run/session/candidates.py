@@ -1,0 +1,80 @@
+"""The session's candidates: the first turn samples N of them (each in its own sandbox), the verifiers
+score them and one is selected; `/candidates pick N` makes another one the session's run. Runs on the
+session's thread."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...events import SelectionMade
+from ..solve import write_patch_file
+from .events import Resumed, SamplingStarted
+
+if TYPE_CHECKING:
+    from .parts import SessionParts
+
+
+def run_candidates(session: SessionParts) -> None:
+    """Sample the candidates (each in its own sandbox, without asking: the sandboxes are the
+    guard), verify and select one; follow-ups then continue the selected one."""
+    from ..solve import solve as solve_task
+
+    state, model = session.state, session.model
+    assert state.task is not None and model is not None  # turn.solve: samples only with a model
+    count = session.config.scaling.candidates
+    session.notice(f"Sampling {count} candidates in parallel sandboxes; they run without asking for approval. "
+                   "The verifiers then score them and one is selected (the panel shows each).")
+    session.emit(SamplingStarted(count=count))
+    state.scaling = True
+    try:
+        outcome = solve_task(state.task, session.config, model, session.agent.events, replay=session.replay)
+    finally:
+        state.scaling = False
+    result = outcome.result
+    state.candidates = {c.index: c for c in outcome.scaling.candidates} if outcome.scaling else {}
+    state.last_status = result.exit_status
+    if not result.trajectory_id:
+        session.notice(f"No candidate is usable: {result.message}. Send a message to try again.", "error")
+        state.task = None
+        return
+    trajectory = session.store.load(result.trajectory_id)
+    state.set_run(trajectory.id, str(session.store.path_for(trajectory.id)))
+    state.stats.steps = trajectory.totals.steps  # tokens and cost: all the candidates'
+    state.history.reset(result.patch)
+    session.emit(Resumed(run_id=trajectory.id, trajectory=trajectory))  # the transcript shows the selected one
+    index = trajectory.candidate_index or 0  # numbered from 0, as in the panel and the selection's reasons
+    session.notice(f"Selected candidate {index} (of {count}, numbered from 0): {result.message}\n"
+                   "Review it with /diff, /apply it, or type a follow-up to continue it (in a new sandbox). "
+                   "/candidates shows each candidate's patch; /candidates pick N chooses another.", "success")
+
+
+def pick(session: SessionParts, index: int) -> None:
+    """`/candidates pick N`: candidate N becomes the session's run: its patch is what /diff shows and
+    /apply applies, and a follow-up continues its conversation (in a new sandbox with its patch)."""
+    state = session.state
+    candidate = state.candidates.get(index)
+    if candidate is None:
+        numbers = ", ".join(str(number) for number in sorted(state.candidates)) or "none"
+        session.notice(f"/candidates pick {index}: no such candidate (candidates: {numbers}).", "warning")
+        return
+    if not candidate.trajectory_id or not candidate.patch.strip():
+        session.notice(f"/candidates pick {index}: candidate {index} has no patch ({candidate.exit_status or 'failed'})"
+                       "; choose another.", "warning")
+        return
+    trajectory = session.store.load(candidate.trajectory_id)
+    session.slot.drop("none")  # the next turn opens a sandbox with this patch
+    state.set_run(trajectory.id, str(session.store.path_for(trajectory.id)))
+    state.stats.steps = trajectory.totals.steps
+    state.history.reset(candidate.patch)
+    state.compaction = None  # /apply keeps what it last wrote: the next one writes the difference
+    state.last_status = trajectory.exit_status
+    try:
+        if session.patch_file:
+            write_patch_file(session.patch_file, candidate.patch)
+    except OSError:
+        pass
+    session.emit(Resumed(run_id=trajectory.id, trajectory=trajectory))
+    session.emit(SelectionMade(policy="user", chosen=index, why=f"candidate {index}: picked by you (/candidates pick "
+                               f"{index}) over the policy's choice"))
+    session.notice(f"Candidate {index} is now the chosen patch: /diff shows it, /apply applies it, and a follow-up "
+                   "continues it.", "success")

@@ -1,1 +1,0 @@
-"""The plain-Python state behind the screens (no Textual): what the session counts and keeps."""
