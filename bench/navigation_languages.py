@@ -78,7 +78,7 @@ def fix_commits(git_dir: Path, limit: int, scan: int) -> list[tuple[str, str, li
 
 def recall(git_dir: Path, commits: list[tuple[str, str, list[str]]]) -> dict:
     from codeagent.code.index import RepoIndex
-    from codeagent.code.languages import spec_for_path, supported_extensions
+    from codeagent.code.languages import spec_for_source, supported_extensions
     from codeagent.code.localize import localize
     from codeagent.code.tags import TagCache
 
@@ -87,7 +87,9 @@ def recall(git_dir: Path, commits: list[tuple[str, str, list[str]]]) -> dict:
         with tempfile.TemporaryDirectory(prefix="nav-") as tmp:
             extract_tree(git_dir, f"{commit}^", Path(tmp), tuple(supported_extensions()))
             ranked = [c.path for c in localize(tmp, message, k=max(KS), index=RepoIndex(tmp, cache=cache))]
-        rows.append({"commit": commit[:10], "language": spec_for_path(gold[0]).name,
+            first = Path(tmp, gold[0])
+            language = spec_for_source(gold[0], first.read_bytes() if first.is_file() else b"").name
+        rows.append({"commit": commit[:10], "language": language,
                      **{f"recall@{k}": recall_at(ranked, gold, k) for k in KS}})
     by_language: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
