@@ -343,6 +343,12 @@ def _solve_headless(repo, issue_text, issue_file, example, commit, config_file, 
     subscribe_telemetry(events)  # CODEAGENT_ENABLE_TELEMETRY=1 (run/telemetry.py)
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
+    if not example:  # the repository's toolchain (or sandbox.image), said in one line
+        from .run.repo_env import with_repository_environment
+
+        with _user_errors():
+            config = with_repository_environment(config, task.repo, task.base_commit,
+                                                 lambda line: click.echo(f"codeagent · {line}", err=True))
     try:
         outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up,
                             answers=True)
@@ -495,6 +501,14 @@ def sandbox_run(repo, example, commit, kind, timeout, network, command) -> None:
         if not command:
             raise click.UsageError("give a COMMAND to run (after --)")
         options = {"limits": Limits(network=network)} if kind == "docker" else {}
+        if kind == "docker" and not example:  # the repository's toolchain (or sandbox.image), said in one line
+            from .config import load_config
+            from .run.repo_env import repository_environment
+            from .sandbox import snapshot
+
+            repo = snapshot(repo, commit)
+            options["image"] = repository_environment(repo, load_config(None, None).sandbox.image,
+                                                      lambda line: click.echo(line, err=True)).image
         if kind == "local":
             click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
         with open_sandbox(repo, commit, kind=kind, **options) as box:

@@ -34,6 +34,50 @@ class LanguageUnavailable(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A flavour of a toolchain chosen by a file the repository holds (a lockfile: npm, yarn, pnpm)."""
+
+    when: str
+    name: str
+    install: str = ""
+    prefetch: str = ""
+    test_command: str = ""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What a sandbox needs to build and test a repository of this language (the `toolchain:`
+    section; harness/env_toolchain.py detects it and builds its layer)."""
+
+    name: str
+    order: int  # detection order: the lowest whose files are there wins
+    detect: tuple[str, ...]  # any of these files at the repository's top
+    requires_any: tuple[str, ...] = ()  # and, when given, one file matching one of these patterns
+    packages: tuple[str, ...] = ()  # Debian packages
+    install: str = ""  # shell steps after the packages (root, with network)
+    env: tuple[tuple[str, str], ...] = ()
+    version_command: str = ""
+    versions: tuple[tuple[str, str], ...] = ()  # (file, regex whose group 1 is the stated version)
+    variants: tuple[Variant, ...] = ()
+    manifests: tuple[str, ...] = ()  # the files whose content keys the prefetched dependencies
+    prefetch: str = ""  # run at build time in the repository, with network
+    test_command: str = ""
+
+
+def load_toolchain(data: dict) -> Toolchain:
+    return Toolchain(
+        name=str(data["name"]), order=int(data.get("order", 100)), detect=tuple(map(str, data["detect"])),
+        requires_any=tuple(map(str, data.get("requires_any") or ())), packages=tuple(map(str, data.get("packages") or ())),
+        install=str(data.get("install") or ""), env=tuple((str(k), str(v)) for k, v in (data.get("env") or {}).items()),
+        version_command=str(data.get("version_command") or ""),
+        versions=tuple((str(rule["file"]), str(rule["pattern"])) for rule in data.get("versions") or ()),
+        variants=tuple(Variant(**{key: str(value) for key, value in variant.items()}) for variant in data.get("variants") or ()),
+        manifests=tuple(map(str, data.get("manifests") or ())), prefetch=str(data.get("prefetch") or ""),
+        test_command=str(data.get("test_command") or ""),
+    )
+
+
+@dataclass(frozen=True)
 class LanguageSpec:
     name: str  # tree-sitter-language-pack name
     extensions: tuple[str, ...]
@@ -53,6 +97,7 @@ class LanguageSpec:
     # (language, markers): a file of this language whose text holds a marker is that language
     # (a `.h` header that holds C++).
     read_as: tuple[tuple[str, tuple[bytes, ...]], ...] = ()
+    toolchain: Toolchain | None = None
 
 
 def load_spec(path: Path) -> LanguageSpec:
@@ -75,6 +120,7 @@ def load_spec(path: Path) -> LanguageSpec:
             test_files=tuple(str(pattern) for pattern in data.get("test_files") or ()),
             read_as=tuple((str(rule["language"]), tuple(str(m).encode() for m in rule["when_any"]))
                           for rule in data.get("read_as") or ()),
+            toolchain=load_toolchain(data["toolchain"]) if data.get("toolchain") else None,
         )
     except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path}: not a language spec ({type(error).__name__}: {error})") from error
@@ -110,6 +156,11 @@ def spec_by_name(name: str) -> LanguageSpec:
     except KeyError:
         known = ", ".join(sorted(_BY_NAME))
         raise LanguageUnavailable(f"unknown language {name!r}; known: {known}") from None
+
+
+def toolchains() -> tuple[Toolchain, ...]:
+    """Every language's toolchain, in detection order."""
+    return tuple(sorted((spec.toolchain for spec in LANGUAGES if spec.toolchain), key=lambda tool: tool.order))
 
 
 def supported_extensions() -> frozenset[str]:

@@ -1,0 +1,175 @@
+"""A user's repository's environment: its language toolchain, on the base image.
+
+Resolved in order: `sandbox.image` from the user's config; else the toolchain detected from the
+repository's files (the `toolchain:` sections of languages/*.yaml, lowest `order` first); else
+Python on the base image, as before. A toolchain is two layers built with harness/layers.py: the
+language (Debian packages and install steps, keyed by the recipe and the base image), then its
+dependencies fetched into the language's cache (keyed by the recipe and the manifest/lock files),
+both with network at build time only; the sandbox on top keeps none. A layer that fails to build
+is not committed, and the run goes on on the base image with one line saying what is missing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..code.languages import Toolchain, Variant, toolchains
+from ..sandbox.images import base_image_tag, image_exists
+from ..sandbox.workspace import RepoSnapshot
+from .layers import Layer, LayerBuildError, build_layer
+
+APT = ("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
+       "apt-get install -y -qq --no-install-recommends {packages} >/dev/null")
+LEAN = "rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /var/cache/apt/archives/*.deb"
+MAX_FILE = 1 << 20
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass
+class Detected:
+    toolchain: Toolchain
+    because: str  # the file that chose it
+    variant: Variant | None = None
+    version: str = ""  # the version the repository states ('' none)
+    version_file: str = ""
+
+    @property
+    def test_command(self) -> str:
+        return (self.variant.test_command if self.variant and self.variant.test_command else "") or \
+            self.toolchain.test_command
+
+    @property
+    def label(self) -> str:
+        name = self.toolchain.name + (f"/{self.variant.name}" if self.variant else "")
+        return name + (f" {self.version}" if self.version else "")
+
+
+@dataclass
+class Environment:
+    """What the sandbox starts from: `image` (None: the base image) and the line that says why."""
+
+    image: str | None
+    line: str
+    detected: Detected | None = None
+    missing: str = ""  # why the toolchain could not be set up ('' it was, or none was needed)
+    built: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _git(snap: RepoSnapshot, *args: str) -> bytes:
+    result = subprocess.run(["git", f"--git-dir={snap.git_dir}", *args], capture_output=True)
+    return result.stdout if result.returncode == 0 else b""
+
+
+def _names(snap: RepoSnapshot, folder: str = "") -> list[str]:
+    listing = _git(snap, "ls-tree", "--name-only", f"{snap.commit}:{folder}" if folder else snap.commit)
+    return [f"{folder}/{name}" if folder else name for name in listing.decode(errors="replace").splitlines()]
+
+
+def read_file(snap: RepoSnapshot, path: str) -> bytes:
+    data = _git(snap, "show", f"{snap.commit}:{path}")
+    return data[:MAX_FILE]
+
+
+def detect(snap: RepoSnapshot) -> Detected | None:
+    """The repository's toolchain by its files, or None (Python on the base image)."""
+    top = set(_names(snap))
+    for tool in toolchains():
+        found = next((name for name in tool.detect if name in top), None)
+        if found is None:
+            continue
+        if tool.requires_any:
+            folders = {pattern.rpartition("/")[0] for pattern in tool.requires_any}
+            names = [name for folder in folders for name in (_names(snap, folder) if folder else top)]
+            if not any(fnmatch.fnmatch(name, pattern) for name in names for pattern in tool.requires_any):
+                continue
+        variant = next((v for v in tool.variants if v.when in top), None)
+        version, version_file = "", ""
+        for file, pattern in tool.versions:
+            if file in top:
+                match = re.search(pattern, read_file(snap, file).decode(errors="replace"))
+                if match:
+                    version, version_file = match.group(1).strip(), file
+                    break
+        return Detected(tool, found, variant, version, version_file)
+    return None
+
+
+def _digest(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def toolchain_layer(found: Detected, base: str) -> Layer:
+    tool, variant = found.toolchain, found.variant
+    steps = [APT.format(packages=" ".join(tool.packages))] if tool.packages else []
+    steps += [step for step in (tool.install, variant.install if variant else "") if step]
+    steps += [LEAN, tool.version_command or "true"]
+    script = "\n".join(steps)
+    tag = f"codeagent/lang-{_slug(tool.name)}:{_digest(base, script, tool.env)}"
+    return Layer(tag=tag, parent=base, script=script, env=dict(tool.env), network=True, timeout=1800)
+
+
+def dependencies_layer(found: Detected, parent: str, snap: RepoSnapshot) -> Layer | None:
+    """The repository's dependencies fetched into the language's cache: None when the recipe has no
+    fetch step or the repository none of its manifests. The repository is copied in for the fetch
+    and removed after; the key is the manifests' content, not the whole tree."""
+    tool, variant = found.toolchain, found.variant
+    prefetch = (variant.prefetch if variant and variant.prefetch else "") or tool.prefetch
+    top = set(_names(snap))
+    manifests = {name: hashlib.sha256(read_file(snap, name)).hexdigest() for name in tool.manifests if name in top}
+    if not prefetch or prefetch == "true" or not manifests:
+        return None
+    script = f"cd /testbed\n{prefetch}\ncd /\nrm -rf /testbed"
+    tag = f"codeagent/lang-{_slug(tool.name)}-deps:{_digest(parent, script, manifests)}"
+    return Layer(tag=tag, parent=parent, script=script, network=True, tree=snap, timeout=1800)
+
+
+def resolve(snap: RepoSnapshot, image: str | None = None, *, base: str | None = None, build: bool = True,
+            log: Callable[[str], None] | None = None) -> Environment:
+    """The environment of the repository at `snap`; `image`: the user's `sandbox.image` (wins).
+    Builds the missing layers (`build`=False: only says what would be used)."""
+    if image:
+        return Environment(image, f"environment: {image} (sandbox.image in your config)")
+    found = detect(snap)
+    base = base or base_image_tag()
+    if found is None:
+        return Environment(None, f"environment: python (no other toolchain detected) on {base}")
+    why = found.because + (f", {found.version_file}" if found.version_file and found.version_file != found.because else "")
+    started, built = time.monotonic(), []
+    try:
+        layer = toolchain_layer(found, base)
+        if build and not image_exists(layer.tag) and log:
+            log(f"setting up the {found.toolchain.name} toolchain (once; minutes)…")
+        layers = [layer]
+        if build:
+            _build(layer, built)
+        deps = dependencies_layer(found, layer.tag, snap)
+        if deps is not None:
+            layers.append(deps)
+            if build:
+                _build(deps, built)
+    except LayerBuildError as error:
+        lines = [line for line in ANSI.sub("", str(error)).splitlines() if line.strip()]
+        tail = (lines[-1] if lines else type(error).__name__)[:300]
+        missing = (f"the {found.toolchain.name} toolchain could not be set up ({tail}); running on the base image: "
+                   f"set sandbox.image in your config to an image that has it")
+        return Environment(None, f"environment: {missing}", found, missing, built, time.monotonic() - started)
+    chosen = layers[-1].tag
+    return Environment(chosen, f"environment: {found.label} ({why}) on {base}, image {chosen}", found,
+                       built=built, seconds=time.monotonic() - started)
+
+
+def _build(layer: Layer, built: list[str]) -> None:
+    if build_layer(layer).built:
+        built.append(layer.tag)

@@ -1,0 +1,7 @@
+package calc;
+
+public class Calc {
+    public static int add(int a, int b) {
+        return a + b;
+    }
+}

@@ -1,0 +1,112 @@
+"""The sandbox has the repository's toolchain: detected from its files (languages/*.yaml
+`toolchain:`), built once as a layer on the base image, used by `sandbox run` and `solve`.
+Real Docker, real Debian toolchains: each language's layer is built once per machine (cached by
+content hash), so only the first run of this module is slow."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codeagent.code.languages import Toolchain
+from codeagent.harness import env_toolchain
+from codeagent.harness.env_toolchain import detect, resolve
+from codeagent.sandbox import snapshot
+from codeagent.sandbox.images import image_exists
+
+from .conftest import git
+
+DATA = Path(__file__).parent / "data" / "toolchains"
+
+
+def repo_of(name: str, tmp_path: Path) -> Path:
+    repo = tmp_path / name
+    shutil.copytree(DATA / name, repo)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+@pytest.mark.parametrize("name, toolchain, version, test_command", [
+    ("go", "go", "1.19", "go test ./..."),
+    ("rust", "rust", "", "cargo test"),
+    ("node", "node/npm", ">=18", "npm test"),
+    ("maven", "java/maven", "17", "mvn -q -o test"),
+])
+def test_detected_from_the_repositorys_files(tmp_path, name, toolchain, version, test_command):
+    found = detect(snapshot(repo_of(name, tmp_path)))
+    assert found is not None and found.label == f"{toolchain} {version}".strip()
+    assert found.test_command == test_command
+
+
+def test_a_makefile_alone_is_not_c_and_python_stays_on_the_base_image(make_repo):
+    assert detect(snapshot(make_repo({"Makefile": "all:\n\ttrue\n", "setup.py": ""}))) is None
+    found = detect(snapshot(make_repo({"Makefile": "test:\n\tcc -o t t.c && ./t\n", "t.c": "int main(){}"})))
+    assert found is not None and found.toolchain.name == "c/c++" and found.test_command == "make test"
+    environment = resolve(snapshot(make_repo({"main.py": ""})), base="codeagent/base:x", build=False)
+    assert environment.image is None and environment.line.startswith("environment: python")
+
+
+def test_sandbox_image_from_the_config_wins(tmp_path):
+    environment = resolve(snapshot(repo_of("go", tmp_path)), "my/image:1", build=False)
+    assert environment.image == "my/image:1" and "sandbox.image" in environment.line
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "codeagent.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=timeout)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("name, says, version_command, answer", [
+    ("go", "environment: go 1.19 (go.mod)", "go version", "go version go1."),
+    ("rust", "environment: rust (Cargo.toml)", "cargo --version", "cargo 1."),
+    ("node", "environment: node/npm >=18 (package.json)", "node --version", "v18."),
+    ("maven", "environment: java/maven 17 (pom.xml)", "mvn -v", "Apache Maven"),
+])
+def test_sandbox_run_has_the_toolchain_and_passes_the_repositorys_tests(tmp_path, name, says, version_command,
+                                                                          answer):
+    repo = repo_of(name, tmp_path)
+    test_command = detect(snapshot(repo)).test_command
+    proc = cli("sandbox", "run", "--repo", str(repo), "--", f"{version_command} && {test_command}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("environment:"))
+    assert line.startswith(says) and ", image codeagent/lang-" in line
+    assert answer in proc.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_a_toolchain_that_cannot_be_set_up_says_what_is_missing_and_runs_on_the_base_image(make_repo, monkeypatch):
+    broken = Toolchain(name="zig", order=0, detect=("build.zig",), packages=("codeagent-no-such-package",))
+    monkeypatch.setattr(env_toolchain, "toolchains", lambda: (broken,))
+    snap = snapshot(make_repo({"build.zig": ""}))
+    environment = resolve(snap)
+    assert environment.image is None and environment.missing
+    assert "the zig toolchain could not be set up" in environment.line and "sandbox.image" in environment.line
+    assert not image_exists(env_toolchain.toolchain_layer(environment.detected, resolve_base()).tag)  # nothing half-built
+
+
+def resolve_base() -> str:
+    from codeagent.sandbox.images import base_image_tag
+
+    return base_image_tag()
+
+
+@pytest.mark.docker
+def test_solve_says_which_environment_it_chose(tmp_path):
+    repo = repo_of("go", tmp_path)
+    env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
+           "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
+    proc = cli("solve", "--repo", str(repo), "--issue", "make Add handle overflow", "--model", "hosted_vllm/served",
+               "--api-base", "http://127.0.0.1:9/v1", cwd=tmp_path, env=env, timeout=600)
+    assert "codeagent · environment: go 1.19 (go.mod) on codeagent/base:" in proc.stderr, proc.stderr[-2000:]
