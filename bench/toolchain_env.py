@@ -4,7 +4,7 @@ language, Python's beside them (issue 22: the cached start within 1.5x of Python
 First build: the language's layers (toolchain, then dependencies) removed if there and built
 again, timed (--first; without it the figure is the cached resolve). Cached start: resolving the
 environment + starting a sandbox on it + its first command + closing it, the median of --runs.
-Usage: python bench/toolchain_env.py [--first] [--runs 5] [--languages go,rust,node,maven]
+Usage: python bench/toolchain_env.py [--first] [--runs 5] [--languages go,rust,node,maven,c]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--first", action="store_true", help="remove each language's layers and time their build")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--languages", default="go,rust,node,maven")
+    parser.add_argument("--languages", default="go,rust,node,maven,c")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="codeagent-bench-") as tmp:

@@ -38,6 +38,7 @@ def repo_of(name: str, tmp_path: Path) -> Path:
     ("rust", "rust", "", "cargo test"),
     ("node", "node/npm", ">=18", "npm test"),
     ("maven", "java/maven", "17", "mvn -q -o test"),
+    ("c", "c/c++/make", "", "make test"),
 ])
 def test_detected_from_the_repositorys_files(tmp_path, name, toolchain, version, test_command):
     found = detect(snapshot(repo_of(name, tmp_path)))
@@ -71,6 +72,7 @@ def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) ->
     ("rust", "environment: rust (Cargo.toml)", "cargo --version", "cargo 1."),
     ("node", "environment: node/npm >=18 (package.json)", "node --version", "v18."),
     ("maven", "environment: java/maven 17 (pom.xml)", "mvn -v", "Apache Maven"),
+    ("c", "environment: c/c++/make (Makefile)", "gcc --version", "gcc (Debian"),
 ])
 def test_sandbox_run_has_the_toolchain_and_passes_the_repositorys_tests(tmp_path, name, says, version_command,
                                                                           answer):
