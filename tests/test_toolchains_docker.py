@@ -105,6 +105,7 @@ def resolve_base() -> str:
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_solve_says_which_environment_it_chose(tmp_path):
     repo = repo_of("go", tmp_path)
     env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
@@ -112,3 +113,19 @@ def test_solve_says_which_environment_it_chose(tmp_path):
     proc = cli("solve", "--repo", str(repo), "--issue", "make Add handle overflow", "--model", "hosted_vllm/served",
                "--api-base", "http://127.0.0.1:9/v1", cwd=tmp_path, env=env, timeout=600)
     assert "codeagent · environment: go 1.19 (go.mod) on codeagent/base:" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_the_sandbox_solve_opens_has_the_toolchain(tmp_path):
+    from codeagent.config import Config
+    from codeagent.run.repo_env import with_repository_environment
+    from codeagent.sandbox import open_sandbox, sandbox_options
+
+    repo, said = repo_of("go", tmp_path), []
+    config = with_repository_environment(Config(), str(repo), None, said.append)
+    assert config.sandbox.image.startswith("codeagent/lang-go") and said[-1].startswith("environment: go 1.19")
+    with open_sandbox(snapshot(repo), **sandbox_options(config.sandbox)) as box:
+        result = box.run("go test ./...")
+    assert result.exit_code == 0 and "ok" in result.output
