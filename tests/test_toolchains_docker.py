@@ -129,3 +129,15 @@ def test_the_sandbox_solve_opens_has_the_toolchain(tmp_path):
     with open_sandbox(snapshot(repo), **sandbox_options(config.sandbox)) as box:
         result = box.run("go test ./...")
     assert result.exit_code == 0 and "ok" in result.output
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_the_go_version_go_mod_states_is_installed_from_the_go_module_proxy(tmp_path):
+    repo = repo_of("go", tmp_path)
+    (repo / "go.mod").write_text("module example.com/calc\n\ngo 1.22\n")
+    git(repo, "commit", "-qam", "go 1.22")
+    proc = cli("sandbox", "run", "--repo", str(repo), "--", "go version && go test ./...", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "environment: go 1.22 (go.mod)" in proc.stderr and "go version go1.22.0 " in proc.stdout

@@ -58,6 +58,7 @@ class Toolchain:
     env: tuple[tuple[str, str], ...] = ()
     version_command: str = ""
     versions: tuple[tuple[str, str], ...] = ()  # (file, regex whose group 1 is the stated version)
+    version_install: str = ""  # shell steps that install the stated version ($VERSION), when one is stated
     variants: tuple[Variant, ...] = ()
     manifests: tuple[str, ...] = ()  # the files whose content keys the prefetched dependencies
     prefetch: str = ""  # run at build time in the repository, with network
@@ -71,6 +72,7 @@ def load_toolchain(data: dict) -> Toolchain:
         install=str(data.get("install") or ""), env=tuple((str(k), str(v)) for k, v in (data.get("env") or {}).items()),
         version_command=str(data.get("version_command") or ""),
         versions=tuple((str(rule["file"]), str(rule["pattern"])) for rule in data.get("versions") or ()),
+        version_install=str(data.get("version_install") or ""),
         variants=tuple(Variant(**{key: str(value) for key, value in variant.items()}) for variant in data.get("variants") or ()),
         manifests=tuple(map(str, data.get("manifests") or ())), prefetch=str(data.get("prefetch") or ""),
         test_command=str(data.get("test_command") or ""),

@@ -15,6 +15,7 @@ import fnmatch
 import hashlib
 import json
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Callable
@@ -114,6 +115,8 @@ def toolchain_layer(found: Detected, base: str) -> Layer:
     tool, variant = found.toolchain, found.variant
     steps = [APT.format(packages=" ".join(tool.packages))] if tool.packages else []
     steps += [step for step in (tool.install, variant.install if variant else "") if step]
+    if tool.version_install and found.version:
+        steps.append(f"VERSION={shlex.quote(found.version)}\n{tool.version_install}")
     steps += [LEAN, tool.version_command or "true"]
     script = "\n".join(steps)
     tag = f"codeagent/lang-{_slug(tool.name)}:{_digest(base, script, tool.env)}"
