@@ -108,7 +108,7 @@ def _digest(*parts) -> str:
 
 
 def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", name.lower().replace("+", "p")).strip("-")
 
 
 def toolchain_layer(found: Detected, base: str) -> Layer:
