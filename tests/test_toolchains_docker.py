@@ -141,3 +141,11 @@ def test_the_go_version_go_mod_states_is_installed_from_the_go_module_proxy(tmp_
     proc = cli("sandbox", "run", "--repo", str(repo), "--", "go version && go test ./...", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "environment: go 1.22 (go.mod)" in proc.stderr and "go version go1.22.0 " in proc.stdout
+
+
+@pytest.mark.docker
+def test_no_base_image_is_the_sandboxs_own_one_line(tmp_path):
+    from codeagent.sandbox import ImageMissing
+
+    with pytest.raises(ImageMissing, match="codeagent sandbox build"):
+        resolve(snapshot(repo_of("go", tmp_path)), base="codeagent/base:no-such-suite-000000000000")

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..code.languages import Toolchain, Variant, toolchains
-from ..sandbox.images import base_image_tag, image_exists
+from ..sandbox.images import base_image_tag, image_exists, require_image
 from ..sandbox.workspace import RepoSnapshot
 from .layers import Layer, LayerBuildError, build_layer
 
@@ -150,6 +150,10 @@ def resolve(snap: RepoSnapshot, image: str | None = None, *, base: str | None = 
         return Environment(None, f"environment: python (no other toolchain detected) on {base}")
     why = found.because + (f", {found.version_file}" if found.version_file and found.version_file != found.because else "")
     started, built = time.monotonic(), []
+    if build:
+        require_image(base)  # no base image: the same one line as any sandbox (`codeagent sandbox build`)
+    from docker.errors import APIError
+
     try:
         layer = toolchain_layer(found, base)
         if build and not image_exists(layer.tag) and log:
@@ -162,7 +166,7 @@ def resolve(snap: RepoSnapshot, image: str | None = None, *, base: str | None = 
             layers.append(deps)
             if build:
                 _build(deps, built)
-    except LayerBuildError as error:
+    except (LayerBuildError, APIError) as error:
         lines = [line for line in ANSI.sub("", str(error)).splitlines() if line.strip()]
         tail = (lines[-1] if lines else type(error).__name__)[:300]
         missing = (f"the {found.toolchain.name} toolchain could not be set up ({tail}); running on the base image: "
