@@ -1,5 +1,6 @@
 """The house's structure is checked like its behaviour: the import contracts in pyproject.toml
-(lint-imports), no import cycle between modules (function-local imports included), and ruff."""
+(lint-imports), no import cycle between modules (function-local imports included), ruff, and the type
+checker (mypy, configured in pyproject.toml's [tool.mypy])."""
 
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ def test_ruff_is_clean():
     proc = subprocess.run([tool("ruff"), "check", "--no-cache", "codeagent", "tests", "bench"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_mypy_passes(tmp_path):
+    proc = subprocess.run([tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")], cwd=ROOT,
+                          capture_output=True, text=True)  # the files to check: [tool.mypy] files
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "Success: no issues found" in proc.stdout
 
 
 def module_graph(package: Path) -> nx.DiGraph:
