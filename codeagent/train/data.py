@@ -237,7 +237,7 @@ def dpo_rows(data: DataSection, tokenizer, *, max_length: int | None = None, sto
     template = functools.cache(lambda: training_template(tokenizer))
     from codeagent.trajectory.export import preferred
 
-    rows, skipped = [], Counter()
+    rows, skipped = [], Counter[str]()
     for group in by_task.values():
         winners = [t for t in group if preferred(t, data.allow_flagged)]  # a flagged run is never chosen
         losers = [t for t in group if not preferred(t, data.allow_flagged)]
@@ -342,6 +342,7 @@ def _loader_tasks(data: DataSection) -> list[Any] | None:
     dataset names, which the evals loader reads and checks."""
     from codeagent.data import TaskFormatError, detect_format, load_tasks, read_rows
 
+    assert data.tasks  # rl_tasks checked it
     path = Path(data.tasks).expanduser()
     if data.tasks_format == "swebench" or not path.is_file():
         return None

@@ -112,7 +112,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     rollout_store = store or TrajectoryStore(recipe.rollout.store or recipe.data.store)
     rollouts = Rollouts(recipe, tasks, tokenizer, config, rollout_store)
     dataset = to_dataset([{"prompt": task.instance_id} for task in tasks])
-    evaluation = None
+    evaluation: Any = None  # a HeldOutEvaluation when the recipe asks for one
     callbacks = list(callbacks)
     if recipe.rollout.eval_every:
         if not recipe.data.held_out:

@@ -214,7 +214,7 @@ class Rollouts:
         self.history: list[dict[str, Any]] = []  # one summary per call (per generation batch)
         self.on_summary = None  # called with each summary (e.g. to write metrics)
         self.on_eval = None  # called with each held-out evaluation record
-        self.evaluation = None  # the HeldOutEvaluation, when the recipe asks for one
+        self.evaluation: Any = None  # the HeldOutEvaluation, when the recipe asks for one
         self._calls = 0
         self._prepared: set[str] = set()
         self._prepare_lock = threading.Lock()
@@ -473,7 +473,7 @@ class Rollouts:
         entries, offset = _all_ranks(entries, getattr(trainer, "accelerator", None))
         members = []
         for group in self.groups(entries):
-            scored = [entries[i].total for i in group if entries[i].total is not None]
+            scored = [total for i in group if (total := entries[i].total) is not None]
             if scored and len({round(float(value), 9) for value in scored}) == 1:
                 members += [i - offset for i in group if 0 <= i - offset < len(rollouts)]
         return members
@@ -485,7 +485,7 @@ class Rollouts:
         groups = self.groups(rollouts)
         if uniform is None:
             uniform = set(self.uniform_group_members(rollouts))
-        summary = {
+        summary: dict[str, Any] = {
             "step": step, "rollouts": len(rollouts), "seconds": round(seconds, 2),
             "reward_mean": sum(totals) / max(1, len(totals)),
             "rewards": [None if r.infra_failure else r.rewards.get("total") for r in rollouts],
