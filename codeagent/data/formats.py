@@ -151,7 +151,7 @@ def task_from_row(row: dict[str, Any], format: str = "auto", where: str = "row")
 
 def load_tasks(path: str | Path, format: str = "auto") -> list[Task]:
     """Tasks from a file in one of FORMATS; instance ids must be distinct."""
-    tasks, seen = [], {}
+    tasks, seen = [], dict[str, int]()
     for number, row in enumerate(read_rows(path), 1):
         task = task_from_row(row, format, where=f"{path}: task {number}")
         if task.instance_id in seen:
