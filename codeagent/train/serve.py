@@ -332,7 +332,7 @@ def make_handler(service: ChatService, *, max_body_bytes: int = MAX_BODY_BYTES,
             """Browsers name the page's origin; only a page of this server could be allowed, and it has none.
             No CORS headers are ever sent, so a browser never lets another origin read a reply either."""
             host = self.headers.get("Host") or ""
-            if not _host_allowed(host, *cast(tuple[str, int], self.server.server_address[:2]), allowed_hosts):
+            if not _host_allowed(host, *cast(tuple[str, int], self.server.server_address)[:2], allowed_hosts):
                 raise _Refused(403, f"cross-origin requests are refused: Host {host[:200]!r} does not name this "
                                     "server (DNS rebinding?); use 127.0.0.1 or localhost, or --allow-host")
             origin = self.headers.get("Origin")
