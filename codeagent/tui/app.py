@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from textual import events
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message
@@ -73,7 +73,7 @@ class CodeagentApp(App[int]):
     Transcript.-hidden { display: none; }
     Screen.-narrow DiffPanel { width: 1fr; border-left: none; }
     """
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "interrupt", priority=True, show=False),
         Binding("ctrl+q", "quit", "quit", priority=True, show=False),
         Binding("shift+tab", "cycle_mode", "approval mode", priority=True, show=False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -32,7 +32,7 @@ class ApprovalScreen(ModalScreen[Decision]):
     ApprovalScreen #reason.-shown { display: block; }
     """
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "once", "allow once"),
         Binding("a", "always", "always allow"),
         Binding("n", "deny", "deny"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -64,7 +65,7 @@ def resolve(name: str) -> str | None:
 HELP_COLUMN = 20  # the usage column of /help
 
 
-def help_text(extra: list[tuple[str, str, str]] = (), custom: list[tuple[str, str, str]] = ()) -> str:
+def help_text(extra: Sequence[tuple[str, str, str]] = (), custom: Sequence[tuple[str, str, str]] = ()) -> str:
     """The commands, then `extra` ones (name, arguments, what: MCP servers' prompts), the custom commands
     (run/commands.py: name, argument hint, description), then the keys. A usage longer than the
     column takes its own line: the help reads at 80 columns."""
