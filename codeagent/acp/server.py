@@ -50,7 +50,7 @@ class CodeagentAgent:
                  mode: str = "suggest"):
         self.overrides, self.config_file, self.trust, self.mode = overrides, config_file, trust, mode
         self.sessions: dict[str, Live] = {}
-        self.conn = None
+        self.conn: Any = None  # the client's connection (acp), once connected
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def on_connect(self, conn) -> None:
@@ -98,6 +98,7 @@ class CodeagentAgent:
                 self._emit(live, event)
 
         def ask(request) -> None:
+            assert self.loop is not None  # connected
             asyncio.run_coroutine_threadsafe(self._ask(session_id, request), self.loop)
 
         session = Session(config, model, repo=cwd, mode=self.mode, replay=replay, ask=ask, emit=emit)
@@ -163,6 +164,7 @@ class CodeagentAgent:
         updates = live.translate(event)
         if isinstance(event, SessionChanged) and not live.session.busy:
             updates = [*updates, END]
+        assert self.loop is not None  # connected
         for update in updates:
             self.loop.call_soon_threadsafe(turn.put_nowait, update)
 

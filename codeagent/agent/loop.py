@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 from functools import partial
+from typing import Any
 
 from .. import patches
 from ..config import Config, repository_trusted, user_config_folder

@@ -19,8 +19,8 @@ import dataclasses
 import difflib
 import functools
 import re
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml

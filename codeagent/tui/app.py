@@ -67,7 +67,7 @@ class ApprovalAsked(Message):
 
 class CodeagentApp(App[int]):
     TITLE = "codeagent"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (WIDE, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]
     CSS = """
     #main { height: 1fr; }
     Transcript.-hidden { display: none; }
@@ -396,7 +396,7 @@ class CodeagentApp(App[int]):
                 return
             picker = PickScreen("Resume a session of this repository (newest first)", SESSION_COLUMNS, rows,
                                 "↑↓ choose · Enter resumes it in a new sandbox · Esc closes · /resume ID also works")
-            self.push_screen(picker, lambda chosen: chosen and self._command_resume(chosen))
+            self.push_screen(picker, lambda chosen: self._command_resume(chosen) if chosen else None)
             return
         try:
             self.session.resume(argument, follow_up=follow_up)
@@ -459,7 +459,7 @@ class CodeagentApp(App[int]):
         else:
             self.transcript.add_notice("Press Ctrl-C again to quit.")
 
-    def action_quit(self) -> None:
+    def action_quit(self) -> None:  # type: ignore[override]  # Textual runs a plain action as well
         if self._quitting:
             return
         self._quitting = True
@@ -491,7 +491,7 @@ class CodeagentApp(App[int]):
         if event.is_printable and self.screen is self.screen_stack[0] and self.focused is not self.prompt:
             event.stop()
             self.prompt.focus()
-            self.prompt.insert(event.character)
+            self.prompt.insert(event.character or "")  # printable: never None
 
     def action_escape(self) -> None:
         if self.diff.has_class("-shown") and not self._wide():

@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..agent.loop import Approval
 from ..models import ToolCall
@@ -164,7 +164,8 @@ class ApprovalPolicy:
             self.saved.remove(rule)
 
     def _set(self, kind: str) -> set:
-        return {"command": self.prefixes, "edit": self.paths, "tool": self.tools}[kind]
+        sets: dict[str, set] = {"command": self.prefixes, "edit": self.paths, "tool": self.tools}
+        return sets[kind]
 
 
 KIND_ORDER = ("command", "edit", "tool")
@@ -266,7 +267,7 @@ class Approver:
                 request.answer(Decision("deny", "no one is there to approve it"))
             else:
                 self.ask(request)
-            decision = request.wait()
+            decision = cast(Decision, request.wait())  # no timeout: it returns the answer
         finally:
             with self._lock:
                 self._pending.discard(request)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (arguments, what it does) -- kept short: the help must read well at 80 columns
@@ -105,7 +106,7 @@ def model_switch(argument: str) -> tuple[str, str | None]:
     return words[0], api_base
 
 
-def plan_mode(current: str, argument: str) -> str:
+def plan_mode(current: str, argument: str) -> Literal["normal", "plan"]:
     """The work mode `/plan [on|off]` asks for: no argument toggles. ValueError for another word."""
     word = argument.strip().lower()
     if not word:

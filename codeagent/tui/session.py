@@ -73,7 +73,7 @@ class Session:
         self.emit = emit or (lambda event: None)
         events = EventBus(self._on_agent_event)
         subscribe_telemetry(events, warn=lambda text: self.notice(text, "warning"))  # CODEAGENT_ENABLE_TELEMETRY=1
-        self.agent = Agent(model, config, events=events, store=self.store,
+        self.agent = Agent(model, config, events=events, store=self.store,  # type: ignore[arg-type]  # None: /model picks one
                            approver=self._approve, warn=lambda text: self.notice(text, "warning"))
         self.agent.interactive = True  # a plain-text reply is an answer: the turn ends, the user replies
         self.agent.keep_tools_open = True  # MCP servers start with the first turn and end with the session
@@ -353,7 +353,7 @@ class Session:
 
     def _reset(self, stats: Stats | None = None, patch: str = "") -> None:
         """A new task or a reopened one: its counts, its patch (nothing to undo), no notes."""
-        self.stats, self.notes = stats or Stats(), []
+        self.stats, self.notes = stats or Stats(), list[str]()
         self.applied: tuple[str, str] | None = None  # where /apply (or write-through) last wrote, and which patch
         self.resumed_patch = patch or None  # a reopened session's patch: perhaps applied in an earlier process
         self.compaction: session_compact.Compaction | None = None  # /compact's view of the conversation

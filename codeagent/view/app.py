@@ -9,8 +9,8 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
