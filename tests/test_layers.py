@@ -43,6 +43,25 @@ def test_mypy_passes(tmp_path):
     assert "Success: no issues found" in proc.stdout
 
 
+def test_the_relative_imports_script_rewrites_a_package(tmp_path):
+    package = tmp_path / "codeagent"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from codeagent.sub.a import f\n")
+    (package / "sub" / "a.py").write_text(
+        "import os\n\nimport codeagent.sub.b as b\nfrom codeagent import patches\nfrom codeagent.other.deep import (\n"
+        "    x,\n)\n\n\ndef f():\n    from codeagent.sub import c  # lazy\n\n"
+        "    return [os, b, patches, x, c, 'python -m codeagent.sub.a']\n")
+    script = [sys.executable, str(ROOT / "scripts" / "relative_imports.py"), str(package)]
+    assert subprocess.run([*script, "--check"], capture_output=True).returncode == 1
+    subprocess.run(script, check=True, capture_output=True)
+    assert (package / "sub" / "__init__.py").read_text() == "from .a import f\n"
+    assert (package / "sub" / "a.py").read_text() == (
+        "import os\n\nfrom .. import patches\nfrom ..other.deep import (\n    x,\n)\nfrom . import b\n\n\n"
+        "def f():\n    from . import c  # lazy\n\n    return [os, b, patches, x, c, 'python -m codeagent.sub.a']\n")
+    assert subprocess.run([*script, "--check"], capture_output=True).returncode == 0
+
+
 def module_graph(package: Path) -> nx.DiGraph:
     """Modules and what they import, function-local imports included (they hide cycles, not break them)."""
     names = {}
