@@ -231,6 +231,7 @@ def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, ov
     local = (task.repo if task else repo) if Path(task.repo if task else repo).is_dir() else None
     asked = [] if trust or local is None else untrusted_settings(local, config_file, overrides)
     if asked:
+        assert local is not None  # only a local repository's settings are asked about
         answer = ask_trust(Path(local).resolve(), asked)
         if answer is None:
             return 130
@@ -255,6 +256,7 @@ def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, ov
             task = task.model_copy(update={"problem_statement": _attach_images(task.problem_statement, images,
                                                                                config, model)})
         else:
+            assert follow_up is not None  # checked above
             follow_up = _attach_images(follow_up, images, config, model)
     return run_tui(config, model, repo=task.repo if task else repo, commit=commit, task=task, replay=replay,
                    mode=mode, resume=session, follow_up=follow_up)

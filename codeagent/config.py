@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -414,7 +414,7 @@ def _repository_part(merged: dict[str, Any], layer: dict[str, Any]) -> tuple[dic
             rule = REPOSITORY_MAY_SET.get(dotted)
             if rule == "lower":
                 section = key
-                if getattr(getattr(after, section), leaf) > getattr(getattr(before, section), leaf):
+                if getattr(getattr(after, section), cast(str, leaf)) > getattr(getattr(before, section), cast(str, leaf)):
                     rule = None
             if rule is None:
                 ignored.append(dotted)

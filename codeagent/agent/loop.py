@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
+from typing import Any
 
 from .. import patches
 from ..config import Config, repository_trusted, user_config_folder
@@ -94,7 +95,7 @@ class Agent:
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
         self._tools_lock = threading.Lock()
-        self.mcp = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
+        self.mcp: Any = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
         self._skill_tool = self.tools.tools.get("skill")  # offered only while there are skills
         self.skills: list[Skill] = []
         self.only_tools: frozenset[str] | None = None  # a custom command's allowed-tools, for its turn (the TUI)

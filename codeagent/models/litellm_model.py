@@ -196,6 +196,8 @@ class LiteLLMModel:
     def _probe_server(self) -> None:
         import httpx
 
+        assert self.api_base is not None
+
         url = self.api_base.rstrip("/") + "/models"  # never sent a key: only whether anyone answers
         try:
             answer = httpx.get(url, timeout=PROBE_TIMEOUT / 2)
@@ -363,8 +365,8 @@ class LiteLLMModel:
 def _read_stream(litellm, stream, messages: list[dict]):
     """The streamed reply as one response (as litellm gives an unstreamed one), its deltas reported on
     the way; the stream is closed if the caller gives up on the call."""
-    http = getattr(getattr(stream, "completion_stream", None), "response", None)
-    headers = getattr(http, "headers", None)
+    http: Any = getattr(getattr(stream, "completion_stream", None), "response", None)
+    headers: Any = getattr(http, "headers", None)
     kind = headers.get("content-type", "") if hasattr(headers, "get") else ""
     if kind.startswith("application/json"):  # a server that does not stream answered with the whole reply
         try:
@@ -429,7 +431,7 @@ def _close(stream) -> None:
     """Close a streamed reply, from any thread: its socket is shut down first, which also wakes a read
     blocked on it (closing the response alone may wait for that read)."""
     http = getattr(getattr(stream, "completion_stream", None), "response", None)
-    network = (getattr(http, "extensions", None) or {}).get("network_stream")
+    network: Any = (getattr(http, "extensions", None) or {}).get("network_stream")
     sock = network.get_extra_info("socket") if hasattr(network, "get_extra_info") else None
     if sock is not None:
         try:
@@ -451,7 +453,7 @@ def _token_logprobs(logprobs: dict | None) -> tuple[list[int] | None, list[float
         return None, None
     values = [entry.get("logprob") for entry in entries]
     # vLLM with return_tokens_as_token_ids writes each token as "token_id:<int>".
-    ids = []
+    ids: Any = []  # token ids, or None when one entry has none
     for entry in entries:
         token = entry.get("token") or ""
         if not token.startswith("token_id:"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ class ScriptedModel:
     """A model for tests. Each turn is an assistant message dict, a reply in the text protocol
     (str), a ModelResponse, or a callable that gets the messages and returns one of those."""
 
-    def __init__(self, turns: list[Turn], name: str = "scripted", cost_per_turn: float | None = None):
+    def __init__(self, turns: Sequence[Turn], name: str = "scripted", cost_per_turn: float | None = None):
         self.name = name
         self.turns = list(turns)
         self.cost_per_turn = cost_per_turn

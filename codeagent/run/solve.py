@@ -209,6 +209,7 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
         run = RunResult(ExitStatus.NO_CANDIDATE, result.selection.why, "", 0, 0.0, 0.0, "", "")
         patch_file = store.root / f"{task.instance_id}-no-candidate.patch"
     else:
+        assert chosen.trajectory_id is not None  # a usable candidate is a finished, stored run
         path = store.path_for(chosen.trajectory_id)
         try:
             trajectory = store.load(chosen.trajectory_id)

@@ -292,7 +292,7 @@ class DockerSandbox:
 
     def _enforce_disk_cap(self, result: CommandResult, measure: bool) -> list[str]:
         assert self._disk is not None
-        notes = []
+        notes: list[str] = []
         file_capped = result.exit_code == disk.SIGXFSZ_EXIT or "File size limit exceeded" in result.output
         if not (measure or file_capped or self._disk.tripped):
             return notes
@@ -419,7 +419,9 @@ class DockerSandbox:
                 member = tar.next()
                 if member is None or not member.isfile():
                     raise FileNotFoundError(f"{path} is not a regular file")
-                return tar.extractfile(member).read()
+                file = tar.extractfile(member)
+                assert file is not None  # a regular file
+                return file.read()
 
     def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
         """Write a file (creating parents); an existing file keeps its mode and owner."""
@@ -481,9 +483,9 @@ class DockerSandbox:
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        if getattr(self, "_disk", None) is not None:
-            self._disk.close()
-            if self._disk.idle_tripped:
+        if (watch := getattr(self, "_disk", None)) is not None:
+            watch.close()
+            if watch.idle_tripped:
                 try:
                     self.container.unpause()
                 except Exception:
@@ -511,10 +513,10 @@ class DockerSandbox:
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxDead("this sandbox is closed")
-        if getattr(self, "_disk", None) is not None and self._disk.idle_tripped:
+        if (watch := getattr(self, "_disk", None)) is not None and watch.idle_tripped:
             # background jobs went over the disk cap between commands: frozen then, stopped now
             # (the next command's check reports it)
-            self._disk.idle_tripped = False
+            watch.idle_tripped = False
             self._unfreeze_and_recover()
 
     def _kill_children(self, pid: int, itself: bool = False) -> bool:

@@ -61,7 +61,7 @@ class ShellSession:
     exhausted the pid limit)."""
 
     def __init__(self, open_transport: Callable[[], Transport], *, state_dir: str, workdir: str,
-                 kill_children: Callable[[int], bool], hard_reset: Callable[[], None],
+                 kill_children: Callable[..., bool], hard_reset: Callable[[], None],
                  output_limit: int = DEFAULT_OUTPUT_LIMIT):
         self._open_transport = open_transport
         self._kill_children = kill_children

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from .base import Tool, ToolContext, ToolResult
 from .text import truncate_middle
@@ -232,7 +232,7 @@ class McpServers:
                         listed["problems"].append(f"its {key} could not be listed ({_one_line(exc)})")
                 self.sessions[name] = session
                 ready.set_result(listed)
-                await self._stop.wait()
+                await cast(asyncio.Event, self._stop).wait()  # set by _start_all before any _serve
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -274,7 +274,7 @@ class McpServers:
         tools = []
         for item in listed:
             name = tool_name(server, item.name)
-            schema = item.input_schema if isinstance(item.input_schema, dict) else None
+            schema: dict[str, Any] | None = item.input_schema if isinstance(item.input_schema, dict) else None
             problem = None
             if len(name) > NAME_LIMIT:
                 problem = f"its name is longer than {NAME_LIMIT} characters"
@@ -290,7 +290,7 @@ class McpServers:
                 continue
             description = (item.description or item.title or item.name).strip()
             tools.append(Tool(name=name, description=f"[MCP server {server}] {description}",
-                              parameters={"type": "object", **schema}, function=self._caller(server, item.name)))
+                              parameters={"type": "object", **(schema or {})}, function=self._caller(server, item.name)))
         return tools
 
     def _resource_tool(self, server: str, resources: list, templates: list) -> Tool:
@@ -413,7 +413,7 @@ def _contents_text(resource) -> str:
 
 def _one_line(error: BaseException | str) -> str:
     while getattr(error, "exceptions", None):  # an exception group: its first cause
-        error = error.exceptions[0]
+        error = error.exceptions[0]  # type: ignore[union-attr]
     text = str(error) if isinstance(error, str) else (f"{type(error).__name__}: {error}" if str(error)
                                                       else type(error).__name__)
     return " ".join(text.split())[:500]

@@ -237,7 +237,8 @@ def dpo_rows(data: DataSection, tokenizer, *, max_length: int | None = None, sto
     template = functools.cache(lambda: training_template(tokenizer))
     from codeagent.trajectory.export import preferred
 
-    rows, skipped = [], Counter()
+    rows: list = []
+    skipped: Counter[str] = Counter()
     for group in by_task.values():
         winners = [t for t in group if preferred(t, data.allow_flagged)]  # a flagged run is never chosen
         losers = [t for t in group if not preferred(t, data.allow_flagged)]

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -156,7 +157,7 @@ def recipe_layout(recipe: Recipe) -> Layout:
 def model_shape(base: str) -> Shape:
     path = Path(base).expanduser() / "config.json"
     if path.is_file():
-        config = json.loads(path.read_text())
+        config: dict[str, Any] = json.loads(path.read_text())
     elif base in KNOWN_SHAPES:
         config = KNOWN_SHAPES[base]
     else:

@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -168,8 +169,7 @@ class RewardsSection(_Strict):
     similarity: float = 0.0  # weight of the patch similarity to the gold patch (SWE-RL)
     steps: float = 0.0  # weight of the gated step reward (G-RA)
     steps_gate: float = 1.0  # step rewards count only when the outcome reward reaches this
-    step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = Field(
-        default_factory=lambda: ["well_formed", "tool_ok"])
+    step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = ["well_formed", "tool_ok"]
     # A patch that touches test infrastructure (conftest.py, test settings, test files: see
     # codeagent/harness/integrity.py) earns 0 on every component ("zero"), or is rewarded as graded ("allow").
     test_infrastructure: Literal["zero", "allow"] = "zero"
@@ -286,7 +286,7 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     return recipe
 
 
-def _explain(error: dict[str, Any]) -> str:
+def _explain(error: Mapping[str, Any]) -> str:
     location = ".".join(str(part) for part in error["loc"])
     if error["type"] == "extra_forbidden":
         parent, _, key = location.rpartition(".")

@@ -42,7 +42,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from .serve_schema import ChatRequest, validate_request
 
@@ -332,7 +332,7 @@ def make_handler(service: ChatService, *, max_body_bytes: int = MAX_BODY_BYTES,
             """Browsers name the page's origin; only a page of this server could be allowed, and it has none.
             No CORS headers are ever sent, so a browser never lets another origin read a reply either."""
             host = self.headers.get("Host") or ""
-            if not _host_allowed(host, *self.server.server_address[:2], allowed_hosts):
+            if not _host_allowed(host, *cast(tuple[str, int], self.server.server_address)[:2], allowed_hosts):
                 raise _Refused(403, f"cross-origin requests are refused: Host {host[:200]!r} does not name this "
                                     "server (DNS rebinding?); use 127.0.0.1 or localhost, or --allow-host")
             origin = self.headers.get("Origin")
@@ -489,7 +489,7 @@ class Server:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
+        host, port = cast(tuple[str, int], self.httpd.server_address[:2])
         return f"http://{host}:{port}/v1"
 
     def start(self) -> Server:
