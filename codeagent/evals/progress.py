@@ -14,7 +14,15 @@ def with_progress(total: int, work, out: Path):
     from rich.markup import escape
 
     # the status names the last instance: the dataset's text, shown and never read as markup or escapes
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from rich.text import Text
 
     from ..visible import visible
