@@ -53,7 +53,6 @@ def repository_trusted(config: Config, repo: str | Path | None) -> bool:
     return repo is not None and Path(repo).is_dir() and trusted(Path(repo), [{"trusted_projects": config.trusted_projects}])
 
 
-
 def trust_project(repo: str | Path) -> Path:
     """Add `repo` to trusted_projects in the user file; the rest of the file (comments too) stays."""
     path = user_config_path()

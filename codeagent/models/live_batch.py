@@ -67,7 +67,6 @@ class LiveBatch:
                                      for k, v in layer_tensors(self.cache)])
 
 
-
 def layer_tensors(cache) -> list[tuple[Any, Any]]:
     return [(layer.keys, layer.values) for layer in cache.layers]
 

@@ -335,11 +335,11 @@ class DockerSandbox(DockerRecovery):
             self._disk.idle_tripped = False
             self._unfreeze_and_recover()
 
+
 def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
-
 
 
 def close_all() -> None:

@@ -92,7 +92,6 @@ def prepare_or_refusal(service: ChatService, body: Any) -> Prepared | Refused:
         return Refused(500, f"{type(error).__name__}: {error}")
 
 
-
 class ChatHandler(BaseHTTPRequestHandler):
     """One connection: GET /v1/models and /health, POST /v1/chat/completions; the settings are the server's."""
 
@@ -251,7 +250,6 @@ class ChatHandler(BaseHTTPRequestHandler):
             self.close_connection = True
         else:
             self._send(200, result)
-
 
 
 _BUSY = json.dumps({"error": {"message": "the server is busy: too many connections; retry later",
