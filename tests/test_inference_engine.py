@@ -286,7 +286,7 @@ def test_a_turn_that_arrives_while_a_batch_decodes_joins_it_at_the_next_step(tin
 def test_the_prompt_cache_is_bounded_and_forgets_ended_conversations():
     import torch
 
-    from codeagent.models.batching import PrefixCache
+    from codeagent.models.prefix_cache import PrefixCache
 
     def kv(length):  # one layer, 1 x 2 heads x length x 4, float32: 64 bytes a token for keys and values
         return [(torch.zeros(1, 2, length, 4), torch.zeros(1, 2, length, 4))]
