@@ -14,10 +14,8 @@ from codeagent.agent.prompts import render
 from codeagent.tools.registry import ToolRegistry
 from codeagent.tui.commands import plan_mode
 from codeagent.tui.mentions import FILE_CHARS, RepoFiles, expand
-
-from .conftest import git
-
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 40
+from tests.support.git import git
+from tests.support.images import PNG
 
 
 @pytest.fixture

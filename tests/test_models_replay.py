@@ -13,11 +13,8 @@ from codeagent.models import (
 )
 from codeagent.models.types import Model, ModelResponse, ToolCall, parse_native_tool_calls
 from codeagent.trajectory import TrajectoryStore
+from tests.support.tools import TOOLS
 
-TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}},
-    {"type": "function", "function": {"name": "submit", "description": "done", "parameters": {"type": "object"}}},
-]
 START = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from codeagent.sandbox import ImageMissing, Limits, WorkspaceError, open_sandbox, snapshot
 from codeagent.sandbox.docker import DockerSandbox
-
-from .conftest import git, sandbox_containers
+from tests.support.docker import sandbox_containers
+from tests.support.git import git
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_models_litellm import completion, tool_call
+from tests.support.fake_server import completion, tool_call
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -159,7 +159,7 @@ def test_help_in_the_tui_lists_the_custom_commands(make_repo, tmp_path, monkeypa
     from codeagent.trajectory.store import TrajectoryStore
     from codeagent.tui.app import CodeagentApp
     from codeagent.tui.session import Session
-    from tests.test_tui_app import screen_text, send, until
+    from tests.support.tui import screen_text, send, until
 
     monkeypatch.setenv("CODEAGENT_CONFIG", str(tmp_path / "user" / "config.yaml"))
     write(tmp_path / "user" / "commands" / "review.md",

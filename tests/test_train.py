@@ -17,14 +17,8 @@ from pathlib import Path
 import pytest
 
 from codeagent.train import TrainError
+from tests.support.tools import TOOLS
 
-TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                      "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                                                     "required": ["command"]}}},
-    {"type": "function", "function": {"name": "submit", "description": "Finish.",
-                                      "parameters": {"type": "object", "properties": {}}}},
-]
 SYSTEM = "You fix bugs."
 
 

@@ -1,5 +1,5 @@
 """/apply across follow-ups, commits and the user's own edits; write-through mode with /undo; a session
-starts from the user's working tree. Real Docker sandbox, scripted model (tests/test_tui_session.py)."""
+starts from the user's working tree. Real Docker sandbox, scripted model (tests/support/session.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from codeagent.config import Config
 from codeagent.models import ScriptedModel
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.session import Session
-
-from .conftest import git
-from .test_tui_session import FILES, Recorder, call, fix_add
+from tests.support.git import git
+from tests.support.scripted import FILES, call, fix_add
+from tests.support.session import Recorder
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

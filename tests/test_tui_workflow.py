@@ -15,9 +15,8 @@ from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
 from codeagent.tui.approval_screen import ApprovalScreen
 from codeagent.tui.session import Session
-
-from .test_tui_app import approve, make_app, quit_app, screen_text, send, sync, type_line, until
-from .test_tui_session import FILES, call, fix_add
+from tests.support.scripted import FILES, call, fix_add
+from tests.support.tui import approve, make_app, quit_app, screen_text, send, sync, type_line, until
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
