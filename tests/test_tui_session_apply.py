@@ -9,6 +9,7 @@ from codeagent.config import Config
 from codeagent.models import ScriptedModel
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.session import Session
+from tests.support.calc import CALC_BUGGY
 from tests.support.git import git
 from tests.support.scripted import FILES, call, fix_add
 from tests.support.session import Recorder
@@ -75,7 +76,7 @@ def test_apply_after_the_applied_change_was_committed(make_repo, tmp_path):
 
 
 def test_apply_merges_your_edits_and_refuses_a_conflict(make_repo, tmp_path):
-    repo = make_repo({**FILES, "calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"})
+    repo = make_repo({**FILES, "calc.py": CALC_BUGGY})
     turns = [call("editor", command="str_replace", path="calc.py", old_str="def add(a, b):\n    return a - b",
                   new_str="def add(a, b):\n    return a + b"), call("submit"),
              call("editor", command="str_replace", path="calc.py", old_str="def sub(a, b):\n    return a - b",
@@ -83,7 +84,7 @@ def test_apply_merges_your_edits_and_refuses_a_conflict(make_repo, tmp_path):
     session, recorder = open_session(repo, turns, tmp_path)
     try:
         turn(session, "add() subtracts")
-        (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n# mine\n")
+        (repo / "calc.py").write_text(CALC_BUGGY + "# mine\n")
         merged = apply(session, recorder)  # your edit elsewhere in the file: merged three-way
         assert merged.level == "success" and "merged with your edits: calc.py" in merged.text, merged.text
         assert (repo / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
