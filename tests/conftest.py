@@ -40,6 +40,14 @@ def make_repo(tmp_path):
     return make
 
 
+@pytest.fixture
+def repo(make_repo, tmp_path, monkeypatch):
+    """A one-file repository, with a cache of its own for the sandbox's images; a test module may define its
+    own `repo`."""
+    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
+    return make_repo({"main.py": "print('hi')\n"})
+
+
 @pytest.fixture(scope="session")
 def lite_raw() -> dict[str, list[dict]]:
     """The shipped SWE-bench Lite splits as stored: the 12 official fields, test lists JSON-encoded."""

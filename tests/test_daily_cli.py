@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.support.fake_server import completion, tool_call
+from tests.support.fake_server import answer, completion, tool_call
 from tests.support.processes import Output, free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -45,10 +45,6 @@ def bash(command: str, call_id: str = "call_a") -> tuple[int, dict]:
 def submit(call_id: str = "call_s") -> tuple[int, dict]:
     return 200, completion({"content": "Done.", "tool_calls": [tool_call("{}", name="submit", call_id=call_id)]},
                            "tool_calls")
-
-
-def answer(text: str) -> tuple[int, dict]:
-    return 200, completion({"content": text})
 
 
 def chat_requests(server) -> list[dict]:

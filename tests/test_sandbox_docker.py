@@ -20,12 +20,6 @@ from tests.support.git import git
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
 
-@pytest.fixture
-def repo(make_repo, tmp_path, monkeypatch):
-    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
-    return make_repo({"main.py": "print('hi')\n"})
-
-
 def test_no_network_and_no_host_secrets_by_default(repo, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     with open_sandbox(repo) as box:

@@ -38,12 +38,6 @@ ATTACK = (
 )
 
 
-@pytest.fixture
-def repo(make_repo, tmp_path, monkeypatch):
-    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
-    return make_repo({"main.py": "print('hi')\n"})
-
-
 def _host_entries(io_dir: Path) -> dict[str, int]:
     return {entry.name: entry.lstat().st_mode for entry in io_dir.iterdir()}
 

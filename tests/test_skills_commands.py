@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_server import completion, tool_call
+from tests.support.fake_server import answer, completion, tool_call
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,10 +61,6 @@ _ids = itertools.count(1)
 def use(tool: str, **arguments) -> tuple[int, dict]:
     return 200, completion({"content": "", "tool_calls": [tool_call(json.dumps(arguments), name=tool,
                                                                     call_id=f"call_{next(_ids)}")]}, "tool_calls")
-
-
-def answer(text: str) -> tuple[int, dict]:
-    return 200, completion({"content": text})
 
 
 def requests(server) -> list[dict]:

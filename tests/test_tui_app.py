@@ -7,12 +7,12 @@ import time
 import pytest
 
 from codeagent.config import Config
-from codeagent.models import ModelRequestError, ScriptedModel
+from codeagent.models import ModelRequestError
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
 from codeagent.tui.session import Session
 from tests.support.git import git
-from tests.support.scripted import FILES, call, fix_add
+from tests.support.scripted import FILES, BySeed, call, fix_add
 from tests.support.tui import approve, make_app, quit_app, screen_text, send, sync, type_line, until
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -152,18 +152,6 @@ async def test_ctrl_c_in_a_dialog_denies_and_interrupts(make_repo, tmp_path):
         await pilot.pause(0.1)
         assert "Cleared" in screen_text(app) and session.task is None
         await quit_app(pilot, session)
-
-
-class BySeed(ScriptedModel):
-    """Candidates differ by their sampling seed: each seed plays its own script (None: follow-ups)."""
-
-    def __init__(self, scripts):
-        super().__init__([])
-        self.scripts = scripts
-
-    def complete(self, messages, tools, sampling):
-        self.turns = self.scripts[sampling.seed]
-        return super().complete(messages, tools, sampling)
 
 
 @sync

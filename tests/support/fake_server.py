@@ -27,6 +27,11 @@ def completion(message, finish_reason="stop", model="test-model", logprobs=None)
     }
 
 
+def answer(text: str) -> tuple[int, dict]:
+    """The server's reply (status, body) with text only."""
+    return 200, completion({"content": text})
+
+
 def tool_call(arguments, name="bash", call_id="call_a"):
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 

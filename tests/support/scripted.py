@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 
+from codeagent.models import ScriptedModel
+
 _ids = itertools.count(1)
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "README.md": "calc\n"}
 
@@ -22,3 +24,20 @@ def fix_add(text: str = "") -> dict:
 
 def answer(text: str) -> dict:
     return {"role": "assistant", "content": text}
+
+
+def native_call(call_id: str, name: str, arguments: dict) -> dict:
+    """A tool call as an assistant message holds it (OpenAI's format)."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+class BySeed(ScriptedModel):
+    """Candidates differ by their sampling seed: each seed plays its own script (None: follow-ups)."""
+
+    def __init__(self, scripts):
+        super().__init__([])
+        self.scripts = scripts
+
+    def complete(self, messages, tools, sampling):
+        self.turns = self.scripts[sampling.seed]
+        return super().complete(messages, tools, sampling)
