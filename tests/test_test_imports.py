@@ -1,6 +1,6 @@
-"""Tests share helpers through tests/support/, never by importing one another: a test module that imports
-another test module (or conftest) runs that module's imports and fixtures as a side effect, and ties two
-files that change for different reasons."""
+"""Tests share helpers through tests/support/ and fixtures through conftest.py, never by importing one
+another: importing a test module for one helper loads the whole module, and ties together two files that
+change for different reasons."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ TESTS = Path(__file__).resolve().parent
 
 
 def imported_modules(path: Path, root: Path = TESTS) -> list[str]:
-    """Every module the file imports, resolved against the tests package: `.x` and `tests.x` both give `x`,
-    `from . import x` gives `x`, an absolute import outside tests keeps its dotted name."""
+    """Every module (and `module.name`) the file imports, relative imports resolved against the tests
+    package: `from .x import y` in tests/ gives `tests.x` and `tests.x.y`, `from . import x` gives `tests.x`."""
     package = path.parent.relative_to(root).parts
     names = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
