@@ -14,16 +14,10 @@ import pytest
 
 from codeagent.sandbox import ImageMissing, Limits, WorkspaceError, open_sandbox, snapshot
 from codeagent.sandbox.docker import DockerSandbox
-
-from .conftest import git, sandbox_containers
+from tests.support.docker import sandbox_containers
+from tests.support.git import git
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-
-
-@pytest.fixture
-def repo(make_repo, tmp_path, monkeypatch):
-    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
-    return make_repo({"main.py": "print('hi')\n"})
 
 
 def test_no_network_and_no_host_secrets_by_default(repo, monkeypatch):
