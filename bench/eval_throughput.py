@@ -27,10 +27,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from docker.errors import APIError
+
 from codeagent.evals.datasets import load_tasks
 from codeagent.harness.directives import test_command
 from codeagent.harness.environment import task_images
 from codeagent.harness.specs import spec_for
+from codeagent.sandbox.docker import LABEL, owner_labels
 from codeagent.sandbox.engine import docker_client
 from codeagent.task import Task
 
@@ -65,7 +68,8 @@ def bare_test(task: Task) -> float:
     """Seconds of the task's test command run directly in its instance image, patches applied untimed."""
     spec = spec_for(task)
     image = task_images(task, spec).instance  # present after the passes above: a lookup
-    container = docker_client().containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none")
+    container = docker_client().containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none",
+                                               labels={LABEL: "bench", **owner_labels()})  # whose it is: prune keeps it
     try:
         _put(container, "/tmp/bench/gold.patch", (task.gold_patch or "").encode())
         _put(container, "/tmp/bench/test.patch", (task.test_patch or "").encode())
@@ -75,7 +79,11 @@ def bare_test(task: Task) -> float:
         container.exec_run(["bash", "-c", f"cd /testbed && {test_command(task, spec)}"])
         return time.perf_counter() - start
     finally:
-        container.remove(force=True)
+        try:
+            container.remove(force=True)
+        except APIError as error:  # already gone, or being removed
+            if error.status_code not in (404, 409):
+                raise
 
 
 def phases(report: dict) -> tuple[float, float, float]:

@@ -127,26 +127,58 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         cli(prog_name="codeagent")
+        code = 0
     except KeyboardInterrupt:
         forget_handled_interrupt()
         click.echo("interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    finally:
-        _quick_exit()
+        code = EXIT_INTERRUPTED
+    except SystemExit as done:
+        code = done.code
+    _leave(code)
 
 
-def _quick_exit() -> None:
-    """The command's work is done (sandboxes closed, files written and closed): the interpreter's last
-    garbage collections would walk every object of the imported libraries (litellm: ~1 s here) only to free
-    memory the exit frees anyway. The atexit handlers still run (sandboxes left open are removed there)."""
+def _leave(code) -> None:
+    """Exit with `code` (as sys.exit takes it) once the command's work is done (sandboxes closed, files
+    written and closed). The interpreter's last garbage collections would walk every object of the imported
+    libraries (litellm: ~1 s here) only to free memory the exit frees anyway: they are skipped (gc.freeze),
+    the atexit handlers still run. A model check still importing its client (a Ctrl-C or an error during the
+    start) must not see the interpreter torn down under it (a crash): then the exit's steps are taken here
+    (threads joined, atexit handlers, streams flushed) and the process ends without the teardown."""
     import gc
 
+    _flush()
+    if not _model_check_running():
+        gc.freeze()
+        sys.exit(code)
+    import atexit
+    import os
+    import threading
+
+    if code is not None and not isinstance(code, int):
+        click.echo(str(code), err=True)
+        code = 1
+    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter's exit does first: join threads
+    if callable(shutdown):
+        shutdown()
+    atexit._run_exitfuncs()
+    _flush()
+    os._exit((code or 0) & 0xFF)
+
+
+def _model_check_running() -> bool:
+    if "codeagent.run.solve" not in sys.modules:
+        return False
+    from ..run.solve import model_check_running
+
+    return model_check_running()
+
+
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    gc.freeze()
 
 
 def _mount_groups() -> None:

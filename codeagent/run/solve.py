@@ -99,6 +99,14 @@ def preflight(model: Model, paid: bool = False) -> None:
         check()
 
 
+MODEL_CHECK_THREAD = "codeagent-model-check"
+
+
+def model_check_running() -> bool:
+    """A model check is still going (its client's import): the process must not be torn down under it."""
+    return any(thread.name == MODEL_CHECK_THREAD and thread.is_alive() for thread in threading.enumerate())
+
+
 class ModelCheck:
     """`preflight(model)` in a thread of its own, started as soon as the model is known: the model client's
     import (litellm: seconds) and the check overlap the sandbox's start. `wait()` gives its error, if any, in
@@ -106,7 +114,7 @@ class ModelCheck:
 
     def __init__(self, model: Model):
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._check, args=(model,), name="codeagent-model-check",
+        self._thread = threading.Thread(target=self._check, args=(model,), name=MODEL_CHECK_THREAD,
                                         daemon=True)  # a Ctrl-C exit does not wait for an import
         self._thread.start()
 
