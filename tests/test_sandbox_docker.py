@@ -247,7 +247,7 @@ def test_small_files_go_in_through_the_shell_and_large_ones_through_the_engine(r
         assert box.run("test -e /tmp/pwned; echo $?").output.strip() == "1"
         box.write_file("empty.txt", b"")
         assert box.read_file("empty.txt") == b"" and uploads == []
-        big = os.urandom(5 << 20)
+        big = os.urandom(64 << 10)
         box.write_file("big.bin", big, mode=0o600)
         assert box.read_file("big.bin") == big and len(uploads) == 1
         assert box.run("stat -c %a big.bin; ls -A /tmp/.codeagent | grep -c upload-").output.split() == ["600", "0"]
