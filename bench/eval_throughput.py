@@ -3,12 +3,12 @@
 Three passes over the same instances, in one run:
   1. first pass (cold where the images are missing: they are built): wall time, and per instance the time
      in each phase (images looked up or built, tests, the rest: container, patches, log, verdict);
-  2. warm pass (every image present): instances per hour per core (Epoch AI's Verified run on prebuilt
+  2. warm passes (every image present; --runs, medians): instances per hour per core (Epoch AI's Verified run on prebuilt
      images: about 15), and per instance the harness's time over its test command's;
-  3. baseline: the same test command run directly in the same instance image (gold and test patches applied
+  3. baseline, after each warm pass: the same test command run directly in the same instance image (gold and test patches applied
      untimed, the command by one `docker exec` in a started container), the same number of workers in
      parallel: the harness's overhead per instance is the warm total minus this bare test (target <= 1 s).
-Usage: python bench/eval_throughput.py --repo pallets/flask --repos DIR [--dataset lite] [--workers N]
+Usage: python bench/eval_throughput.py --repo pallets/flask --repos DIR [--dataset lite] [--workers N] [--tree CHECKOUT]
 (DIR/owner/name: git mirrors of the repositories; --skip-first when the images are known to be built.)
 """
 
@@ -47,7 +47,7 @@ def grade_batch(args, output: Path) -> tuple[float, list[dict]]:
     if args.instances:
         command += ["--instances", args.instances]
     start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(HERE)})
+    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(args.tree)})
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"eval grade failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -98,7 +98,10 @@ def main() -> None:
     parser.add_argument("--dataset", default="lite")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--instances", help="a subset (comma-separated ids); default: all of the repository's")
+    parser.add_argument("--runs", type=int, default=3, help="warm passes (each followed by a bare one)")
     parser.add_argument("--skip-first", action="store_true", help="no first (cold) pass: the images are built")
+    parser.add_argument("--tree", type=Path, default=HERE, help="the codeagent checkout whose `eval grade` runs (another "
+                        "one to compare with; default: this one)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     tasks = [task for task in load_tasks(args.dataset) if task.extra.get("swebench_repo") == args.repo]
@@ -107,7 +110,7 @@ def main() -> None:
         tasks = [task for task in tasks if task.instance_id in wanted]
     tasks = [task.model_copy(update={"repo": str(args.repos / args.repo)}) for task in tasks]
     print(f"{args.repo}: {len(tasks)} instances of {args.dataset}, --workers {args.workers}, {cores} cores, "
-          f"load {os.getloadavg()[0]:.1f}")
+          f"load {os.getloadavg()[0]:.1f}, codeagent from {args.tree}")
     with tempfile.TemporaryDirectory(prefix="codeagent-bench-eval-") as tmp:
         if not args.skip_first:
             wall, reports = grade_batch(args, Path(tmp) / "first")
@@ -118,30 +121,34 @@ def main() -> None:
                 print(f"  {report['instance_id']:28s} images {images:7.1f} s  tests {tests:6.1f} s  "
                       f"rest {rest:5.1f} s  built {len(report.get('layers_built') or [])} layer(s)  "
                       f"resolved={report.get('resolved')}")
-        wall, reports = grade_batch(args, Path(tmp) / "warm")
-    rate = len(reports) * 3600 / wall / cores
-    print(f"warm pass: {wall:.1f} s wall for {len(reports)} instances: {rate:.1f} instances per hour per core "
-          f"(Epoch AI, Verified on prebuilt images: ~15); resolved {sum(bool(r.get('resolved')) for r in reports)}")
-    start = time.perf_counter()
-    with ThreadPoolExecutor(args.workers) as pool:
-        bare = dict(zip((task.instance_id for task in tasks), pool.map(bare_test, tasks)))
-    bare_wall = time.perf_counter() - start
+        walls, runs = [], []  # warm passes alternate with the bare baseline: the same load for both
+        bare_walls, bare_runs = [], []
+        for run in range(args.runs):
+            wall, reports = grade_batch(args, Path(tmp) / f"warm{run}")
+            walls.append(wall)
+            runs.append({report["instance_id"]: report for report in reports})
+            start = time.perf_counter()
+            with ThreadPoolExecutor(args.workers) as pool:
+                bare_runs.append(dict(zip((task.instance_id for task in tasks), pool.map(bare_test, tasks))))
+            bare_walls.append(time.perf_counter() - start)
+    wall, bare_wall = statistics.median(walls), statistics.median(bare_walls)
+    count = len(runs[0])
+    resolved = sum(bool(report.get("resolved")) for report in runs[0].values())
+    print(f"warm passes: {args.runs}, median {wall:.1f} s wall for {count} instances: {count * 3600 / wall / cores:.1f} "
+          f"instances per hour per core (Epoch AI, Verified on prebuilt images: ~15); resolved {resolved}")
+    print(f"baseline (bare test commands, same workers): median {bare_wall:.1f} s wall: "
+          f"{count * 3600 / bare_wall / cores:.1f} instances per hour per core; harness/bare wall {wall / bare_wall:.2f}x")
     overheads = []
-    for report in reports:
-        images, tests, rest = phases(report)
-        alone = bare.get(report["instance_id"])
-        if alone is None:
-            continue
-        overheads.append(float(report["total_seconds"]) - alone)
-        print(f"  {report['instance_id']:28s} harness {report['total_seconds']:6.2f} s (images {images:.2f}, tests "
-              f"{tests:.2f}, rest {rest:.2f})  bare test {alone:6.2f} s  overhead {overheads[-1]:5.2f} s")
-    print(f"baseline (bare test commands, same workers): {bare_wall:.1f} s wall: "
-          f"{len(bare) * 3600 / bare_wall / cores:.1f} instances per hour per core; harness/bare wall "
-          f"{wall / bare_wall:.2f}x")
-    if overheads:
-        print(f"harness overhead per instance over the bare test: median {statistics.median(overheads):.2f} s, "
-              f"max {max(overheads):.2f} s over {len(overheads)} instances (target <= 1 s)")
-
+    for instance in runs[0]:
+        reports = [each[instance] for each in runs if instance in each]
+        total = statistics.median(float(report["total_seconds"]) for report in reports)
+        images, tests, rest = (statistics.median(phases(report)[index] for report in reports) for index in range(3))
+        alone = statistics.median(each[instance] for each in bare_runs if instance in each)
+        overheads.append(total - alone)
+        print(f"  {instance:28s} harness {total:6.2f} s (images {images:.2f}, tests {tests:.2f}, rest {rest:.2f})  "
+              f"bare test {alone:6.2f} s  overhead {overheads[-1]:5.2f} s  (medians of {len(reports)})")
+    print(f"harness overhead per instance over the bare test: median {statistics.median(overheads):.2f} s, "
+          f"max {max(overheads):.2f} s over {len(overheads)} instances (target <= 1 s)")
 
 if __name__ == "__main__":
     main()
