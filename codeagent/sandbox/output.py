@@ -5,11 +5,37 @@ megabyte of output costs one join and one decode, not a copy per step."""
 
 from __future__ import annotations
 
+import sys
 from collections import deque
+
+# glibc serves an allocation over 128 KiB (dynamically more) with its own mmap and unmaps it when freed, so
+# every megabyte a command prints (the reads, their join, the decoded text) came in fresh pages: their page
+# faults cost more than the copies (0.7 of 1.7 ms of CPU for 1 MB, measured). Allocations up to MMAP_BELOW
+# are served from the heap instead, and up to TRIM_ABOVE of free memory is kept at its top.
+MMAP_BELOW, TRIM_ABOVE = 4 << 20, 16 << 20
+_allocator_tuned = False
+
+
+def _tune_allocator() -> None:
+    global _allocator_tuned
+    _allocator_tuned = True
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere (musl) there is none: nothing to tune
+    except (AttributeError, OSError):
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # malloc.h
+    mallopt(M_MMAP_THRESHOLD, MMAP_BELOW)
+    mallopt(M_TRIM_THRESHOLD, TRIM_ABOVE)
 
 
 class BoundedOutput:
     def __init__(self, limit_bytes: int):
+        if not _allocator_tuned:
+            _tune_allocator()
         self.head_limit = limit_bytes // 2
         self.tail_limit = limit_bytes - self.head_limit
         self._head: list[bytes | memoryview] = []
