@@ -106,7 +106,7 @@ def test_the_flags_override_the_sessions_model_and_server():
 
 def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypatch):
     """`codeagent solve --resume ID` in a terminal (the TUI) gets the session's model, as headless does."""
-    from codeagent import cli
+    from codeagent.cli import solve_command
     from codeagent.trajectory.store import TrajectoryStore
 
     monkeypatch.setenv("CODEAGENT_TRAJECTORY_DIR", str(tmp_path / "trajs"))
@@ -119,7 +119,7 @@ def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypat
     opened = {}
     monkeypatch.setattr("codeagent.tui.run_tui", lambda config, model, **options: opened.update(
         model=model, resume=options["resume"]) or 0)
-    assert cli._solve_in_tui(str(repo), None, None, None, None, None, {}, session[:12], "suggest", False) == 0
+    assert solve_command._solve_in_tui(str(repo), None, None, None, None, None, {}, session[:12], "suggest", False) == 0
     assert (opened["model"].name, opened["model"].api_base, opened["resume"]) == (
         "hosted_vllm/qwen", "http://gpu:8000/v1", session)
 

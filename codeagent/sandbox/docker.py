@@ -28,6 +28,7 @@ from .labels import HOST_LABEL, LABEL, RUN_LABEL, RUN_LABEL_ENV, owner_label, ow
 from .protocol import FileEntry, Limits, diff_script, list_dir_command, parse_list_dir
 from .shell import CommandResult, ShellSession
 from .stream import DockerTransport
+from .upload import upload_through_shell
 from .workspace import RepoSnapshot
 from .workspace_image import WORKSPACE_IMAGE, forget_workspaces, workspace_image
 
@@ -247,14 +248,15 @@ class DockerSandbox(DockerRecovery):
             self._check_open()
             payload = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data  # lossless for patches
             upload = f"upload-{os.urandom(6).hex()}"
-            buffer = io.BytesIO()
-            with tarfile.open(fileobj=buffer, mode="w") as tar:
-                info = tarfile.TarInfo(upload)
-                info.size, info.mode = len(payload), mode if mode is not None else 0o644
-                tar.addfile(info, io.BytesIO(payload))
-            self.container.put_archive(STATE_DIR, buffer.getvalue())
-            target = _quote(self._abs(path))
             upload_path = f"{STATE_DIR}/{upload}"
+            if not upload_through_shell(self.shell, upload_path, payload):  # large, or no base64: the engine
+                buffer = io.BytesIO()
+                with tarfile.open(fileobj=buffer, mode="w") as tar:
+                    info = tarfile.TarInfo(upload)
+                    info.size, info.mode = len(payload), mode if mode is not None else 0o644
+                    tar.addfile(info, io.BytesIO(payload))
+                self.container.put_archive(STATE_DIR, buffer.getvalue())
+            target = _quote(self._abs(path))
             chmod = f" && chmod {mode:o} {target}" if mode is not None else ""
             result = self.shell.run(
                 f"( trap 'rm -f {upload_path}' EXIT; mkdir -p -- \"$(dirname -- {target})\" && "
