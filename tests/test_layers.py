@@ -1,6 +1,6 @@
 """The house's structure is checked like its behaviour: the import contracts in pyproject.toml
-(lint-imports), no import cycle between modules (function-local imports included), ruff, and the type
-checker (mypy, configured in pyproject.toml's [tool.mypy])."""
+(lint-imports), no import cycle between modules (function-local imports included), ruff, the type
+checker (mypy, configured in pyproject.toml's [tool.mypy]), and one import style inside codeagent/."""
 
 from __future__ import annotations
 
@@ -60,6 +60,24 @@ def test_the_relative_imports_script_rewrites_a_package(tmp_path):
         "import os\n\nfrom .. import patches\nfrom ..other.deep import (\n    x,\n)\nfrom . import b\n\n\n"
         "def f():\n    from . import c  # lazy\n\n    return [os, b, patches, x, c, 'python -m codeagent.sub.a']\n")
     assert subprocess.run([*script, "--check"], capture_output=True).returncode == 0
+
+
+def absolute_self_imports(package: Path) -> list[str]:
+    """`from codeagent... import` / `import codeagent...` statements inside the package (strings aside)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if any(name == package.name or name.startswith(package.name + ".") for name in names):
+                found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    return found
+
+
+def test_imports_inside_the_package_are_relative():
+    """One import style (ruff's banned-api cannot say it: it resolves relative imports and flags them too).
+    `python scripts/relative_imports.py` rewrites what this finds."""
+    assert absolute_self_imports(PACKAGE) == []
 
 
 def module_graph(package: Path) -> nx.DiGraph:
