@@ -48,7 +48,7 @@ from typing import Any
 
 from pydantic import BaseModel, computed_field
 
-from codeagent.harness.log_parsers import FAILING, PASSING, parse_log
+from .log_parsers import FAILING, PASSING, parse_log
 
 START_MARKER = ">>>>> Start Test Output"
 END_MARKER = ">>>>> End Test Output"

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from codeagent.models.batching import BatchedTransformersEngine
-from codeagent.models.errors import ContextWindowExceeded, ModelConfigError
-from codeagent.models.text_protocol import response_from_text
-from codeagent.models.token_sampling import pick_token
-from codeagent.models.types import ModelResponse, Sampling, Usage, tool_names
+from .batching import BatchedTransformersEngine
+from .errors import ContextWindowExceeded, ModelConfigError
+from .text_protocol import response_from_text
+from .token_sampling import pick_token
+from .types import ModelResponse, Sampling, Usage, tool_names
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import email.utils
 import time
 import urllib.parse
 
-from codeagent.models.errors import (
+from .errors import (
     ContextWindowExceeded,
     ModelConfigError,
     ModelRequestError,

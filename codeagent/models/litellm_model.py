@@ -23,24 +23,24 @@ import random
 import time
 from typing import Any
 
-from codeagent.models import progress
-from codeagent.models.cancel import cancelled, pause
-from codeagent.models.errors import (
+from . import progress
+from .cancel import cancelled, pause
+from .errors import (
     ModelConfigError,
     ModelRequestError,
     ModelUnavailable,
 )
-from codeagent.models.litellm_errors import (
+from .litellm_errors import (
     PROBE_TIMEOUT,
     _classify,
     _connection_failed,
     _endpoint,
     _Retry,
 )
-from codeagent.models.litellm_wire import _read_stream, _server_gives_token_ids, _token_logprobs
-from codeagent.models.text_protocol import response_from_text, to_text_messages
-from codeagent.models.tokens import estimate_tokens
-from codeagent.models.types import ModelResponse, Sampling, Usage, response_from_message, tool_names
+from .litellm_wire import _read_stream, _server_gives_token_ids, _token_logprobs
+from .text_protocol import response_from_text, to_text_messages
+from .tokens import estimate_tokens
+from .types import ModelResponse, Sampling, Usage, response_from_message, tool_names
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ import json
 import socket
 from typing import Any
 
-from codeagent.models import progress
-from codeagent.models.cancel import cancelled, on_cancel
-from codeagent.models.litellm_errors import PROBE_TIMEOUT, _Retry
+from . import progress
+from .cancel import cancelled, on_cancel
+from .litellm_errors import PROBE_TIMEOUT, _Retry
 
 
 def _read_stream(litellm, stream, messages: list[dict]):

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeagent.models.types import ToolCall, check_tool_name
+from .types import ToolCall, check_tool_name
 
 OPEN = "<tool_call>"
 CLOSE = "</tool_call>"
@@ -265,7 +265,7 @@ def response_from_text(
     text: str, known_tools: list[str] | None = None, max_calls: int | None = None, **fields: Any
 ):
     """A ModelResponse from a reply written in this protocol."""
-    from codeagent.models.types import ModelResponse
+    from .types import ModelResponse
 
     parsed = parse_tool_calls(text, tool_names=known_tools, max_calls=max_calls)
     error = parsed.error

@@ -38,7 +38,7 @@ OWNED = {"temperature": "rollout.temperature", "top_p": "rollout.top_p", "reward
 def agent_config(recipe: Recipe):
     """The codeagent Config the rollouts run with: rollout.agent_config (a file, or `toy`) + rollout.set,
     with the sampling settings of the recipe."""
-    from codeagent.config import Config
+    from ..config import Config
 
     settings = recipe.rollout
     overrides = nest(settings.set)
@@ -97,8 +97,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
     from trl import GRPOTrainer
 
-    from codeagent.trajectory.store import TrajectoryStore
-
+    from ..trajectory.store import TrajectoryStore
     from . import rewards
     from .rollouts import Rollouts
 

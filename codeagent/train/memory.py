@@ -43,8 +43,7 @@ from typing import Any
 
 import yaml
 
-from codeagent.models.batching import DEFAULT_KV_CACHE_BYTES
-
+from ..models.batching import DEFAULT_KV_CACHE_BYTES
 from . import TrainError
 from .recipe import Recipe
 

@@ -102,7 +102,7 @@ class DataSection(_Strict):
     @field_validator("tasks_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        from codeagent.data import format_of
+        from ..data import format_of
 
         if value != "auto":
             format_of(value)  # a ValueError naming the known formats
@@ -222,7 +222,7 @@ def resolve_recipe_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path
-    from codeagent.assets import asset_dir
+    from ..assets import asset_dir
 
     bundled = asset_dir("train")
     for candidate in (bundled / str(name_or_path), bundled / f"{name_or_path}.yaml"):

@@ -95,7 +95,7 @@ class Server:
 def load_served_model(model: str, adapter: str | None = None, *, max_new_tokens: int = 1024,
                       device: str | None = None, threads: int | None = None):
     """The model to serve: PATH (model or adapter dir, or hub id) plus an optional adapter, merged."""
-    from codeagent.models.hf import HFModel
+    from ..models.hf import HFModel
 
     if threads:
         import torch

@@ -58,7 +58,7 @@ def _too_many_values(value: Any, limit: int) -> bool:
 
 
 def _sampling(request: ChatRequest, limit: int | None):
-    from codeagent.models.types import Sampling
+    from ..models.types import Sampling
 
     max_tokens = request.max_completion_tokens or request.max_tokens
     if limit and max_tokens:

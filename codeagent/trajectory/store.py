@@ -22,18 +22,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from codeagent import patches
-from codeagent.private_dirs import ensure_private
-from codeagent.trajectory.schema import (
+from .. import patches
+from ..private_dirs import ensure_private
+from .errors import TrajectoryError
+from .reading import fold_records, load_trajectory_file
+from .schema import (
     UPDATABLE_FIELDS,
     Step,
     Trajectory,
     new_trajectory_id,
     utc_now,
 )
-
-from .errors import TrajectoryError
-from .reading import fold_records, load_trajectory_file
 
 # the names other modules import from here (errors and reading hold them)
 __all__ = ["DEFAULT_DIR_ENV", "HEADER_FIELDS", "TrajectoryError", "TrajectoryFilter", "TrajectoryStore",

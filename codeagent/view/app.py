@@ -21,10 +21,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from codeagent import patches
-from codeagent.trajectory import TrajectoryError, TrajectoryStore
-from codeagent.visible import visible
-
+from .. import patches
+from ..trajectory import TrajectoryError, TrajectoryStore
+from ..visible import visible
 from . import data
 
 TEMPLATES = Path(__file__).with_name("templates")

@@ -11,10 +11,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from codeagent import patches
-from codeagent.evals.batch import summarize
-from codeagent.evals.runner import InstanceState, error_report, is_error
-from codeagent.trajectory import Trajectory, TrajectoryFilter, TrajectoryStore
+from .. import patches
+from ..evals.batch import summarize
+from ..evals.runner import InstanceState, error_report, is_error
+from ..trajectory import Trajectory, TrajectoryFilter, TrajectoryStore
 
 
 class QueryError(ValueError):
