@@ -97,9 +97,9 @@ class Hooks:
             return
         if isinstance(data.get("systemMessage"), str):
             self.warn(f"{label}: {_short(data['systemMessage'], 300)}")
-        specific = data.get("hookSpecificOutput") if isinstance(data.get("hookSpecificOutput"), dict) else {}
+        specific: dict[str, Any] = data["hookSpecificOutput"] if isinstance(data.get("hookSpecificOutput"), dict) else {}
         reason = str(data.get("reason") or "")
-        decision = data.get("decision")
+        decision: Any = data.get("decision")
         if event == "PreToolUse":
             permission = specific.get("permissionDecision") or {"approve": "allow", "block": "deny"}.get(decision)
             reason = str(specific.get("permissionDecisionReason") or reason)

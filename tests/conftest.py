@@ -6,18 +6,17 @@ import gzip
 import json
 import os
 import signal
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV}).stdout
+from tests.support.calc import calc_task
+from tests.support.checkout import latin1_checkout
+from tests.support.docker import images_of_this_run, leaked_containers, sandbox_containers
+from tests.support.fake_server import FakeServer
+from tests.support.git import git
+from tests.support.prebuilt import local_registry
 
 
 @pytest.fixture
@@ -41,6 +40,14 @@ def make_repo(tmp_path):
     return make
 
 
+@pytest.fixture
+def repo(make_repo, tmp_path, monkeypatch):
+    """A one-file repository, with a cache of its own for the sandbox's images; a test module may define its
+    own `repo`."""
+    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
+    return make_repo({"main.py": "print('hi')\n"})
+
+
 @pytest.fixture(scope="session")
 def lite_raw() -> dict[str, list[dict]]:
     """The shipped SWE-bench Lite splits as stored: the 12 official fields, test lists JSON-encoded."""
@@ -53,12 +60,39 @@ def lite_raw() -> dict[str, list[dict]]:
     return {"test": read("test"), "dev": read("dev")}
 
 
+@pytest.fixture(scope="module")
+def task(tmp_path_factory, base_image):
+    """The synthetic calc task (tests/support/calc.py) in a repository of the module's own."""
+    return calc_task(tmp_path_factory.mktemp("synthetic"))
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A git checkout with a Latin-1 file (tests/support/checkout.py); a test module may define its own."""
+    return latin1_checkout(tmp_path)
+
+
+@pytest.fixture
+def env(tmp_path):
+    """The environment of a CLI a test starts: its own trajectories, no user config, no OpenAI key (a test
+    module may define its own)."""
+    environment = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
+                   "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
+    environment.pop("OPENAI_API_KEY", None)
+    return environment
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    """host:port of a fresh local image registry (tests/support/prebuilt.py)."""
+    with local_registry(tmp_path_factory.mktemp("registry")) as address:
+        yield address
+
+
 @pytest.fixture
 def server(monkeypatch):
-    """A scripted OpenAI-compatible server on localhost (tests/test_models_litellm.py FakeServer); a test
-    module may define its own `server` instead."""
-    from tests.test_models_litellm import FakeServer
-
+    """A scripted OpenAI-compatible server on localhost (tests/support/fake_server.py); a test module may
+    define its own `server` instead."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     fake = FakeServer()
     yield fake
@@ -78,12 +112,6 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def images_of_this_run(client) -> list:
-    from codeagent.sandbox.docker import RUN_LABEL, RUN_LABEL_ENV, WORKSPACE_IMAGE
-
-    return client.images.list(name=WORKSPACE_IMAGE, filters={"label": f"{RUN_LABEL}={os.environ[RUN_LABEL_ENV]}"})
-
-
 @pytest.fixture(scope="session")
 def base_image():
     from docker.errors import APIError
@@ -99,33 +127,6 @@ def base_image():
         except APIError as exc:  # gone already, or a container outside the tests runs on it: keep it
             if exc.status_code not in (404, 409):
                 raise
-
-
-def sandbox_containers() -> set[str]:
-    from codeagent.sandbox.docker import LABEL
-    from codeagent.sandbox.engine import docker_client
-
-    return {c.id for c in docker_client().containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)}
-
-
-def leaked_containers(before: set[str]) -> set[str]:
-    """New sandbox containers of this test run owned by this process or by a process that has died (a
-    CLI the test ran). Containers of other live processes, such as a benchmark running beside, or of
-    other test runs on the same engine are not ours."""
-    import socket
-
-    from codeagent.sandbox.docker import LABEL, RUN_LABEL, RUN_LABEL_ENV
-    from codeagent.sandbox.engine import docker_client
-    from codeagent.sandbox.prune import owner_alive
-
-    me = f"{socket.gethostname()}:{os.getpid()}"
-    leaked = set()
-    ours = f"{RUN_LABEL}={os.environ[RUN_LABEL_ENV]}"
-    for container in docker_client().containers.list(all=True, filters={"label": [LABEL, ours]}, ignore_removed=True):
-        owner = container.labels.get("codeagent.owner", "")
-        if container.id not in before and owner and (owner == me or not owner_alive(owner)):
-            leaked.add(container.id)
-    return leaked
 
 
 @pytest.fixture

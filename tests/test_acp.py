@@ -13,8 +13,8 @@ import sys
 import acp
 import pytest
 
-from tests.conftest import git
-from tests.test_models_litellm import Streamed, chunks
+from tests.support.fake_server import Streamed, chunks
+from tests.support.git import git
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.docker, pytest.mark.timeout(300)]
 

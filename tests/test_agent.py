@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import json
-
 import pytest
 
 from codeagent.agent.loop import Agent
@@ -15,14 +12,9 @@ from codeagent.run.examples import example_as_task, example_replay
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
+from tests.support.scripted import call
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-_ids = itertools.count(1)
-
-
-def call(name: str, text: str = "", **arguments) -> dict:
-    return {"role": "assistant", "content": text, "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 @pytest.fixture

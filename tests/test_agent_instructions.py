@@ -13,8 +13,7 @@ from codeagent.models import ScriptedModel
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
-
-from .test_agent import call
+from tests.support.scripted import call
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

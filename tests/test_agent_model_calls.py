@@ -20,7 +20,7 @@ from codeagent.models import Sampling, make_model, model_options
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
-from tests.test_models_litellm import FakeServer, completion, tool_call
+from tests.support.fake_server import FakeServer, completion, tool_call
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(180)]
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from codeagent.run.apply import apply_patch
-
-from .test_patches import checkout, diff_of  # noqa: F401  (fixture)
+from tests.support.checkout import diff_of
+from tests.support.git import git
 
 
 @pytest.mark.parametrize("links", [
@@ -17,7 +17,7 @@ from .test_patches import checkout, diff_of  # noqa: F401  (fixture)
     # the same through a chain: each link looks inside on its own
     [("d/e/up", "../.."), ("d/e/f", "up/../x")],
 ])
-def test_apply_refuses_a_symlink_chain_that_leaves_the_repo(checkout, links):  # noqa: F811
+def test_apply_refuses_a_symlink_chain_that_leaves_the_repo(checkout, links):
     def change(repo):
         for path, target in links:
             (repo / path).parent.mkdir(parents=True, exist_ok=True)
@@ -29,9 +29,8 @@ def test_apply_refuses_a_symlink_chain_that_leaves_the_repo(checkout, links):  #
     assert not os.path.lexists(checkout / "d")
 
 
-def test_apply_refuses_a_link_through_a_symlink_the_checkout_has(checkout, tmp_path):  # noqa: F811
+def test_apply_refuses_a_link_through_a_symlink_the_checkout_has(checkout, tmp_path):
     os.symlink("..", checkout / "top")  # committed by the user: the repository's parent
-    from .conftest import git
     git(checkout, "add", "top")
     git(checkout, "commit", "-qm", "top")
     patch = diff_of(checkout, lambda repo: os.symlink("../top/../etc", repo / "src" / "x"))
@@ -40,7 +39,7 @@ def test_apply_refuses_a_link_through_a_symlink_the_checkout_has(checkout, tmp_p
     assert not outcome.applied, outcome.message
 
 
-def test_apply_still_allows_links_inside(checkout):  # noqa: F811
+def test_apply_still_allows_links_inside(checkout):
     def change(repo):
         (repo / "d").mkdir()
         os.symlink("../src", repo / "d" / "src")
@@ -190,7 +189,7 @@ def test_a_flood_of_test_output_is_not_read_whole_and_never_resolves(make_repo, 
 
 
 @pytest.mark.parametrize("path", [".codeagent.yaml", "sub/.codeagent.yaml", ".CodeAgent.yaml"])
-def test_apply_refuses_a_patch_that_writes_codeagents_own_settings(checkout, path):  # noqa: F811
+def test_apply_refuses_a_patch_that_writes_codeagents_own_settings(checkout, path):
     """In a trusted repository the file may set sandbox.kind: local or model.api_base: a model
     that writes it through --apply chooses its own sandbox (none) and endpoint for the next run."""
     def change(repo):

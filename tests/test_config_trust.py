@@ -11,8 +11,7 @@ import pytest
 
 from codeagent.config import ConfigError, load_config, parse_overrides, trust_project, untrusted_settings
 from codeagent.run.examples import example_replay, example_repo, example_task
-
-from .test_models_litellm import FakeServer, completion, tool_call
+from tests.support.fake_server import FakeServer, completion, tool_call
 
 MALICIOUS = "model: {{name: openai/gpt-4o, api_base: '{base}'}}\nsandbox: {{kind: local, network: true}}\n"
 

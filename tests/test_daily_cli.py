@@ -11,27 +11,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.test_models_litellm import completion, tool_call
-from tests.test_streaming_cli import Output
+from tests.support.fake_server import answer, completion, tool_call
+from tests.support.processes import Output, free_port
 
 pytestmark = pytest.mark.timeout(300)
 
 ISSUE = "Greet the world instead of saying hello."
-
-
-@pytest.fixture
-def env(tmp_path):
-    environment = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
-                   "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
-    environment.pop("OPENAI_API_KEY", None)
-    return environment
 
 
 def codeagent(*args: str) -> list[str]:
@@ -56,18 +47,8 @@ def submit(call_id: str = "call_s") -> tuple[int, dict]:
                            "tool_calls")
 
 
-def answer(text: str) -> tuple[int, dict]:
-    return 200, completion({"content": text})
-
-
 def chat_requests(server) -> list[dict]:
     return [request["body"] for request in server.requests if request["path"].endswith("/chat/completions")]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # -- 4. a session keeps its model and its server ------------------------------------------------------------
@@ -125,7 +106,7 @@ def test_the_flags_override_the_sessions_model_and_server():
 
 def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypatch):
     """`codeagent solve --resume ID` in a terminal (the TUI) gets the session's model, as headless does."""
-    from codeagent import cli
+    from codeagent.cli import solve_command
     from codeagent.trajectory.store import TrajectoryStore
 
     monkeypatch.setenv("CODEAGENT_TRAJECTORY_DIR", str(tmp_path / "trajs"))
@@ -138,7 +119,7 @@ def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypat
     opened = {}
     monkeypatch.setattr("codeagent.tui.run_tui", lambda config, model, **options: opened.update(
         model=model, resume=options["resume"]) or 0)
-    assert cli._solve_in_tui(str(repo), None, None, None, None, None, {}, session[:12], "suggest", False) == 0
+    assert solve_command._solve_in_tui(str(repo), None, None, None, None, None, {}, session[:12], "suggest", False) == 0
     assert (opened["model"].name, opened["model"].api_base, opened["resume"]) == (
         "hosted_vllm/qwen", "http://gpu:8000/v1", session)
 
@@ -264,7 +245,8 @@ def test_an_empty_submission_has_its_own_exit_code_and_the_issue_comes_on_stdin(
 def test_an_interrupt_in_the_tui_stops_the_whole_command_line(make_repo, tmp_path):
     """The TUI's Ctrl-C (Agent.interrupt from the screen's thread) stops `sleep 40; echo woke` as a whole;
     the next command gets a new shell in the last working directory, with the exported variables."""
-    from tests.test_tui_session import Recorder, call, make_session
+    from tests.support.scripted import call
+    from tests.support.session import Recorder, make_session
 
     recorder = Recorder()
     turns = [call("bash", command="mkdir sub && cd sub && export KEEP=kept"),

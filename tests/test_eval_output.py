@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .test_harness_docker import _cli_dataset, task  # noqa: F401 (task: the synthetic calc task, a fixture)
+from tests.support.calc import cli_dataset
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -20,8 +20,8 @@ def grade(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=600, env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "COLUMNS": "200"})
 
 
-def test_eval_shows_each_phase_a_plain_tally_and_owner_slash_name(task, tmp_path):  # noqa: F811
-    dataset, repos = _cli_dataset(task, tmp_path, [{"repo": "synthetic/calc", "instance_id": "synthetic__calc-1"}])
+def test_eval_shows_each_phase_a_plain_tally_and_owner_slash_name(task, tmp_path):
+    dataset, repos = cli_dataset(task, tmp_path, [{"repo": "synthetic/calc", "instance_id": "synthetic__calc-1"}])
     proc = grade("--dataset", str(dataset), "--gold", "--repos", str(repos), "--output", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
@@ -36,8 +36,8 @@ def test_eval_shows_each_phase_a_plain_tally_and_owner_slash_name(task, tmp_path
     assert not list((tmp_path / "out").glob("instances/*/.phase"))  # nothing left behind
 
 
-def test_an_offline_clone_says_pass_repos_not_environment_defect(task, tmp_path):  # noqa: F811
-    dataset, _ = _cli_dataset(task, tmp_path, [{"repo": "nobody-here/no-such-repo", "instance_id": "nobody__x-1"}])
+def test_an_offline_clone_says_pass_repos_not_environment_defect(task, tmp_path):
+    dataset, _ = cli_dataset(task, tmp_path, [{"repo": "nobody-here/no-such-repo", "instance_id": "nobody__x-1"}])
     proc = grade("--dataset", str(dataset), "--gold", "--output", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stderr
     error = next(line for line in proc.stderr.splitlines() if line.startswith("error: nobody__x-1:"))

@@ -5,8 +5,7 @@ from __future__ import annotations
 from codeagent.sandbox import snapshot
 from codeagent.sandbox.docker import RUN_LABEL, RUN_LABEL_ENV, workspace_image
 from codeagent.sandbox.engine import docker_client
-
-from .conftest import images_of_this_run
+from tests.support.docker import images_of_this_run
 
 
 def test_teardown_removes_only_the_workspace_images_of_this_test_run(make_repo, base_image, monkeypatch):

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,39 +16,24 @@ from codeagent.evals.batch import grade_batch, grade_task, summarize
 from codeagent.executors.local import LocalExecutor
 from codeagent.harness.integrity import reasons
 from codeagent.task import Task
-
-from .conftest import git
+from tests.support.calc import (
+    BREAKS_MUL,
+    CONFIG,
+    FAKES_LOG_AND_EXITS,
+    FAKES_LOG_AND_EXITS_CODE,
+    GOLD,
+    NOT_APPLYING,
+    OLD_TESTS,
+    REWRITES_REPORTS,
+    REWRITES_REPORTS_CODE,
+    SOURCE,
+    TEST_PATCH,
+    cli_dataset,
+)
+from tests.support.git import git
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
-SOURCE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
-OLD_TESTS = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
-NEW_TESTS = OLD_TESTS + "\n\ndef test_add():\n    from calc import add\n    assert add(2, 3) == 5\n"
-GOLD = """diff --git a/calc.py b/calc.py
---- a/calc.py
-+++ b/calc.py
-@@ -1,5 +1,5 @@
- def add(a, b):
--    return a - b
-+    return a + b
- 
- 
- def mul(a, b):
-"""
-TEST_PATCH = """diff --git a/tests/test_calc.py b/tests/test_calc.py
---- a/tests/test_calc.py
-+++ b/tests/test_calc.py
-@@ -3,3 +3,8 @@ from calc import mul
- 
- def test_mul():
-     assert mul(2, 3) == 6
-+
-+
-+def test_add():
-+    from calc import add
-+    assert add(2, 3) == 5
-"""
-BREAKS_MUL = GOLD.replace("@@ -1,5 +1,5 @@", "@@ -1,6 +1,6 @@") + "-    return a * b\n+    return a * b + 1\n"
 # Its second hunk overlaps the first: `git apply` refuses it, `--reject` applies the first hunk, and
 # `patch` then finds that one applied (officially it reverses it and fails on the second): it does not apply.
 OVERLAPPING_HUNKS = GOLD + """@@ -5,2 +5,2 @@ def add(a, b):
@@ -95,82 +79,10 @@ new file mode 100644
 +    outcome.get_result().outcome = "passed"
 +    outcome.get_result().longrepr = None
 """
-
-
-def _prepend_to_calc(code: str) -> str:
-    """A patch that puts `code` at the top of calc.py and leaves the bug where it is."""
-    lines = code.splitlines()
-    added = "".join(f"+{line}\n" for line in [*lines, "", ""])
-    return (f"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,3 +1,{len(lines) + 5} @@\n{added}"
-            " def add(a, b):\n     return a - b\n \n")
-
-
-# issue 21, item 1 (a): the module under test, imported under pytest, wraps the report factory so
-# that every report says passed. Nothing of the test infrastructure is touched.
-REWRITES_REPORTS_CODE = """import sys
-
-if "pytest" in sys.modules:
-    from _pytest.reports import TestReport
-
-    _original = TestReport.from_item_and_call.__func__
-
-    def _passing(cls, item, call):
-        report = _original(cls, item, call)
-        report.outcome, report.longrepr = "passed", None
-        return report
-
-    TestReport.from_item_and_call = classmethod(_passing)"""
-REWRITES_REPORTS = _prepend_to_calc(REWRITES_REPORTS_CODE)
-# issue 21, item 1 (b): the module under test finds the log among its descriptors, writes a PASSED
-# line for every test it can find, and exits 0 during collection: no test runs.
-FAKES_LOG_AND_EXITS_CODE = """import os
-import re
-import sys
-
-if "pytest" in sys.modules:
-    found = []
-    for folder, _, files in os.walk("tests"):
-        for name in sorted(files):
-            if name.startswith("test_") and name.endswith(".py"):
-                path = os.path.join(folder, name)
-                found += [path + "::" + test for test in re.findall(r"^def (test_\\w+)", open(path).read(), re.M)]
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink("/proc/self/fd/" + fd)
-        except OSError:
-            continue
-        if target.endswith(".log"):
-            os.write(int(fd), "".join("PASSED " + test + "\\n" for test in found).encode())
-    os._exit(0)"""
-FAKES_LOG_AND_EXITS = _prepend_to_calc(FAKES_LOG_AND_EXITS_CODE)
 # The gold patch reversed: it looks already applied. `patch --batch` alone would assume -R and
 # apply the gold patch (issue 12, defect 6); a grader never reverses a patch.
 REVERSED_GOLD = GOLD.replace("-    return a - b\n+    return a + b", "-    return a + b\n+    return a - b")
 HANGS = GOLD.replace("+    return a + b", "+    import time; time.sleep(600); return a + b")
-NOT_APPLYING = GOLD.replace("-    return a - b", "-    return a ** b")
-
-CONFIG = {"python": "3.11", "system_packages": [], "pip_packages": ["pytest"], "install": [],
-          "test_cmd": "python -m pytest -rA", "log_parser": "pytest", "directives": "paths", "test_timeout": 20}
-
-
-def calc_task(root: Path) -> Task:
-    """The synthetic SWE-bench-style instance the harness tests grade: a git repo under `root`."""
-    repo = root / "calc"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "calc.py").write_text(SOURCE)
-    (repo / "tests" / "test_calc.py").write_text(OLD_TESTS)
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc")
-    return Task(repo=str(repo), base_commit=git(repo, "rev-parse", "HEAD").strip(), instance_id="synthetic__calc-1",
-                problem_statement="add() subtracts", test_patch=TEST_PATCH, gold_patch=GOLD,
-                FAIL_TO_PASS=["tests/test_calc.py::test_add"], PASS_TO_PASS=["tests/test_calc.py::test_mul"],
-                extra={"install_config": CONFIG})
-
-
-@pytest.fixture(scope="module")
-def task(tmp_path_factory, base_image):
-    return calc_task(tmp_path_factory.mktemp("synthetic"))
 
 
 CASES = {
@@ -482,21 +394,9 @@ def test_the_sandbox_grader_catches_the_fake_fix(task, tmp_path, name):
     assert rewards["total"] == 0.0 and rewards["resolved"] == 0.0
 
 
-def _cli_dataset(task, tmp_path, rows):
-    dataset = tmp_path / "tasks.jsonl"
-    base = {"base_commit": task.base_commit, "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add()",
-            "FAIL_TO_PASS": json.dumps(task.FAIL_TO_PASS), "PASS_TO_PASS": json.dumps(task.PASS_TO_PASS),
-            "version": "1.0", "install_config": CONFIG}
-    dataset.write_text("".join(json.dumps({**base, **row}) + "\n" for row in rows))
-    repos = tmp_path / "repos" / "synthetic"
-    repos.mkdir(parents=True)
-    os.symlink(task.repo, repos / "calc")
-    return dataset, tmp_path / "repos"
-
-
 def test_gold_that_does_not_resolve_is_an_environment_defect(task, tmp_path):
     """issue 12, defect 5: --gold checks that gold resolves; where it does not, it says so and exits non-zero."""
-    dataset, repos = _cli_dataset(task, tmp_path, [
+    dataset, repos = cli_dataset(task, tmp_path, [
         {"repo": "synthetic/calc", "instance_id": "synthetic__calc-1"},
         {"repo": "synthetic/calc", "instance_id": "synthetic__calc-2", "patch": BREAKS_MUL}])
     proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(dataset), "--gold",
@@ -511,7 +411,7 @@ def test_gold_that_does_not_resolve_is_an_environment_defect(task, tmp_path):
 
 def test_predictions_need_mirrors_only_for_the_predicted_instances(task, tmp_path):
     """issue 12, defect 7: a prediction file for one repository grades with only that mirror."""
-    dataset, repos = _cli_dataset(task, tmp_path, [
+    dataset, repos = cli_dataset(task, tmp_path, [
         {"repo": "synthetic/calc", "instance_id": "synthetic__calc-1"},
         {"repo": "django/django", "instance_id": "django__django-1"}])
     predictions = tmp_path / "preds.jsonl"
@@ -526,7 +426,7 @@ def test_predictions_need_mirrors_only_for_the_predicted_instances(task, tmp_pat
 
 def test_an_empty_patch_that_resolves_is_an_environment_defect(task, tmp_path):
     """--empty checks that nothing resolves: a task whose tests pass without any fix is named."""
-    dataset, repos = _cli_dataset(task, tmp_path, [
+    dataset, repos = cli_dataset(task, tmp_path, [
         {"repo": "synthetic/calc", "instance_id": "synthetic__calc-1"},
         {"repo": "synthetic/calc", "instance_id": "synthetic__calc-2", "FAIL_TO_PASS": json.dumps(task.PASS_TO_PASS),
          "PASS_TO_PASS": "[]"}])

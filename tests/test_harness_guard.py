@@ -17,8 +17,7 @@ import pytest
 from codeagent.harness.grading import Outcome, grade
 from codeagent.harness.guard import Guard, allowed, evidence, guarded, read_records, verdict
 from codeagent.harness.log_parsers import parse_log
-
-from .test_harness_docker import FAKES_LOG_AND_EXITS_CODE, NEW_TESTS, REWRITES_REPORTS_CODE, SOURCE
+from tests.support.calc import FAKES_LOG_AND_EXITS_CODE, NEW_TESTS, REWRITES_REPORTS_CODE, SOURCE
 
 ADD, MUL = "tests/test_calc.py::test_add", "tests/test_calc.py::test_mul"
 FIXED = SOURCE.replace("a - b", "a + b")

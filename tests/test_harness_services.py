@@ -7,8 +7,7 @@ import pytest
 
 from codeagent.evals.batch import grade_task
 from codeagent.task import Task
-
-from .conftest import git
+from tests.support.git import git
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -4,7 +4,6 @@ SessionStart add context, Stop keeps the agent going; the model's data reaches a
 
 from __future__ import annotations
 
-import itertools
 import json
 import shlex
 import sys
@@ -20,14 +19,9 @@ from codeagent.models import ScriptedModel
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
+from tests.support.scripted import call
 
-_ids = itertools.count(1)
 ISSUE = "The cart total is wrong"
-
-
-def call(name: str, **arguments) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 def hook(tmp_path: Path, name: str, body: str) -> str:

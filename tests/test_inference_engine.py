@@ -10,6 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.support.engine import gated
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -25,22 +27,6 @@ def tiny(tmp_path_factory):
 def prompts(tiny) -> list[list[int]]:
     texts = ["def f(a, b):", "Fix the bug in a.py " * 4, "x", "class Cart:\n    pass\n" * 3, "return a + b " * 9]
     return [tiny.tokenizer(text)["input_ids"] for text in texts]
-
-
-def gated(engine):
-    """The engine's first batch waits at a gate: what is queued meanwhile forms the next batch."""
-    entered, gate = threading.Event(), threading.Event()
-    method = "admit" if hasattr(engine, "admit") else "run_batch"  # the transformers engine admits rows
-    run = getattr(engine, method)
-
-    def run_batch(requests):
-        if not entered.is_set():
-            entered.set()
-            gate.wait()
-        run(requests)
-
-    setattr(engine, method, run_batch)
-    return entered, gate
 
 
 def run_concurrently(engine, calls: list[dict]) -> list:
@@ -286,7 +272,7 @@ def test_a_turn_that_arrives_while_a_batch_decodes_joins_it_at_the_next_step(tin
 def test_the_prompt_cache_is_bounded_and_forgets_ended_conversations():
     import torch
 
-    from codeagent.models.batching import PrefixCache
+    from codeagent.models.prefix_cache import PrefixCache
 
     def kv(length):  # one layer, 1 x 2 heads x length x 4, float32: 64 bytes a token for keys and values
         return [(torch.zeros(1, 2, length, 4), torch.zeros(1, 2, length, 4))]

@@ -1,5 +1,6 @@
 """The house's structure is checked like its behaviour: the import contracts in pyproject.toml
-(lint-imports), no import cycle between modules (function-local imports included), and ruff."""
+(lint-imports), no import cycle between modules (function-local imports included), ruff, the type
+checker (mypy, configured in pyproject.toml's [tool.mypy]), and one import style inside codeagent/."""
 
 from __future__ import annotations
 
@@ -33,6 +34,50 @@ def test_ruff_is_clean():
     proc = subprocess.run([tool("ruff"), "check", "--no-cache", "codeagent", "tests", "bench"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_mypy_passes(tmp_path):
+    proc = subprocess.run([tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")], cwd=ROOT,
+                          capture_output=True, text=True)  # the files to check: [tool.mypy] files
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "Success: no issues found" in proc.stdout
+
+
+def test_the_relative_imports_script_rewrites_a_package(tmp_path):
+    package = tmp_path / "codeagent"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from codeagent.sub.a import f\n")
+    (package / "sub" / "a.py").write_text(
+        "import os\n\nimport codeagent.sub.b as b\nfrom codeagent import patches\nfrom codeagent.other.deep import (\n"
+        "    x,\n)\n\n\ndef f():\n    from codeagent.sub import c  # lazy\n\n"
+        "    return [os, b, patches, x, c, 'python -m codeagent.sub.a']\n")
+    script = [sys.executable, str(ROOT / "scripts" / "relative_imports.py"), str(package)]
+    assert subprocess.run([*script, "--check"], capture_output=True).returncode == 1
+    subprocess.run(script, check=True, capture_output=True)
+    assert (package / "sub" / "__init__.py").read_text() == "from .a import f\n"
+    assert (package / "sub" / "a.py").read_text() == (
+        "import os\n\nfrom .. import patches\nfrom ..other.deep import (\n    x,\n)\nfrom . import b\n\n\n"
+        "def f():\n    from . import c  # lazy\n\n    return [os, b, patches, x, c, 'python -m codeagent.sub.a']\n")
+    assert subprocess.run([*script, "--check"], capture_output=True).returncode == 0
+
+
+def absolute_self_imports(package: Path) -> list[str]:
+    """`from codeagent... import` / `import codeagent...` statements inside the package (strings aside)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if any(name == package.name or name.startswith(package.name + ".") for name in names):
+                found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    return found
+
+
+def test_imports_inside_the_package_are_relative():
+    """One import style (ruff's banned-api cannot say it: it resolves relative imports and flags them too).
+    `python scripts/relative_imports.py` rewrites what this finds."""
+    assert absolute_self_imports(PACKAGE) == []
 
 
 def module_graph(package: Path) -> nx.DiGraph:

@@ -5,7 +5,6 @@ server that does not start is left out with one line."""
 from __future__ import annotations
 
 import http.server
-import itertools
 import json
 import os
 import re
@@ -26,15 +25,11 @@ from codeagent.run.session.approval import Decision
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
+from tests.support.processes import free_port
+from tests.support.scripted import call
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 SERVER = Path(__file__).parent / "data" / "mcp" / "server.py"
-_ids = itertools.count(1)
-
-
-def call(name: str, **arguments) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 def stdio(mode: str = "stdio") -> dict:
@@ -83,12 +78,6 @@ def test_a_stdio_server_tool_is_called_in_a_real_run_and_its_process_ends_with_t
     while alive(int(shouted[1])) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(int(shouted[1])), "the MCP server's process outlived the run"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_a_streamable_http_server_on_localhost(make_repo, tmp_path):
@@ -371,8 +360,7 @@ def test_in_the_tui_help_lists_a_prompt_and_typing_it_sends_the_rendered_text(ma
 
     from codeagent.run.session import Session
     from codeagent.tui.app import CodeagentApp
-
-    from .test_tui_app import quit_app, screen_text, send, until
+    from tests.support.tui import quit_app, screen_text, send, until
 
     repo = make_repo({"README.md": "notes\n"})
     model = ScriptedModel([call("submit")])

@@ -14,10 +14,8 @@ from codeagent.agent.prompts import render
 from codeagent.run.session.mentions import FILE_CHARS, RepoFiles, expand
 from codeagent.run.session.slash import plan_mode
 from codeagent.tools.registry import ToolRegistry
-
-from .conftest import git
-
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 40
+from tests.support.git import git
+from tests.support.images import PNG
 
 
 @pytest.fixture

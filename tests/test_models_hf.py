@@ -10,14 +10,7 @@ import json
 import pytest
 
 from codeagent.models import ModelConfigError, Sampling, make_model
-
-TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                      "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                                                     "required": ["command"]}}},
-    {"type": "function", "function": {"name": "submit", "description": "Finish.",
-                                      "parameters": {"type": "object", "properties": {}}}},
-]
+from tests.support.tools import TOOLS
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,3 @@
-import json
 
 import pytest
 
@@ -13,16 +12,10 @@ from codeagent.models import (
 )
 from codeagent.models.types import Model, ModelResponse, ToolCall, parse_native_tool_calls
 from codeagent.trajectory import TrajectoryStore
+from tests.support.scripted import native_call
+from tests.support.tools import TOOLS
 
-TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}},
-    {"type": "function", "function": {"name": "submit", "description": "done", "parameters": {"type": "object"}}},
-]
 START = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
-
-
-def native_call(call_id, name, arguments):
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
 def recorded(tmp_path):

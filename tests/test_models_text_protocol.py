@@ -9,21 +9,7 @@ from codeagent.models.text_protocol import (
     response_from_text,
     to_text_messages,
 )
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a shell command",
-            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
-        },
-    },
-    {
-        "type": "function",
-        "function": {"name": "submit", "description": "Finish", "parameters": {"type": "object"}},
-    },
-]
+from tests.support.tools import TOOLS
 
 
 def test_parses_text_and_calls_in_order():

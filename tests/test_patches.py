@@ -14,11 +14,8 @@ from codeagent import patches
 from codeagent.run.apply import apply_patch
 from codeagent.trajectory.export import to_jsonl
 from codeagent.trajectory.store import TrajectoryStore, load_trajectory_file
-
-from .conftest import git
-
-LATIN1 = "café crème\n".encode("latin-1")
-LATIN1_EDIT = "café brûlée\n".encode("latin-1")
+from tests.support.checkout import LATIN1, LATIN1_EDIT, diff_of
+from tests.support.git import git
 
 
 def latin1_patch(tmp_path) -> tuple[str, bytes]:
@@ -83,29 +80,6 @@ def test_candidate_files_keep_a_latin1_patch(tmp_path):
     patch, data = latin1_patch(tmp_path)
     write_candidates(tmp_path / "c.jsonl", {"x": [Candidate(instance_id="x", index=0, patch=patch)]})
     assert patches.encode(load_candidates(tmp_path / "c.jsonl")["x"][0].patch) == data
-
-
-@pytest.fixture
-def checkout(tmp_path):
-    repo = tmp_path / "checkout"
-    repo.mkdir()
-    (repo / "menu.txt").write_bytes(LATIN1)
-    (repo / "src").mkdir()
-    (repo / "src" / "app.py").write_text("print('hi')\n")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    return repo
-
-
-def diff_of(checkout, change) -> str:
-    """The patch a change makes to a throwaway copy of the checkout."""
-    copy = checkout.parent / f"copy-{len(os.listdir(checkout.parent))}"
-    subprocess.run(["git", "clone", "-q", str(checkout), str(copy)], check=True)
-    change(copy)
-    git(copy, "add", "-A")
-    return patches.decode(subprocess.run(["git", "diff", "--cached", "--binary"], cwd=copy, capture_output=True,
-                                         check=True).stdout)
 
 
 def test_apply_reproduces_latin1_bytes(checkout):

@@ -21,21 +21,15 @@ from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.schema import Trajectory
 from codeagent.trajectory.store import TrajectoryStore
-
-from .conftest import git
-from .test_harness_docker import CONFIG, GOLD, OLD_TESTS, SOURCE, TEST_PATCH
+from tests.support.calc import CONFIG, GOLD, OLD_TESTS, SOURCE, TEST_PATCH
+from tests.support.git import git
+from tests.support.scripted import call
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
 LATIN1 = "café crème\n".encode("latin-1")
 LATIN1_EDIT = "café brûlée\n".encode("latin-1")
 EDIT_LATIN1 = r"printf 'caf\351 br\373l\351e\n' > menu.txt"  # the shell writes the Latin-1 bytes
-
-
-def call(name: str, **arguments) -> dict:
-    call.count = getattr(call, "count", 0) + 1
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"c{call.count}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 def test_a_latin1_edit_is_submitted_and_stored_byte_for_byte(make_repo, tmp_path):

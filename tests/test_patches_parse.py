@@ -6,8 +6,7 @@ import subprocess
 
 from codeagent import patches
 from codeagent.patches import parse
-
-from .conftest import git
+from tests.support.git import git
 
 LATIN = b"lat\xe9.txt"  # a Latin-1 file name: not UTF-8
 

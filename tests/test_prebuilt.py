@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from codeagent.harness.prebuilt import official_image, with_registry
-
-from .prebuilt_fixtures import (
+from tests.support.prebuilt import (
     BUG,
     CONDA_STANDIN,
     FIX,
@@ -21,13 +20,11 @@ from .prebuilt_fixtures import (
     official_files,
     push_standin,
     r2e_files,
-    registry,
     remove_images,
     smith_files,
     write_jsonl,
 )
-
-__all__ = ["registry"]  # a fixture
+from tests.support.processes import free_port
 
 
 def test_official_names_follow_the_harness():
@@ -142,7 +139,7 @@ def test_an_unreachable_registry_is_a_one_line_error_per_instance(tmp_path):
     mirror that does not answer is each instance's one-line error, not a crash of the batch."""
     import os
 
-    closed = f"127.0.0.1:{_closed_port()}"
+    closed = f"127.0.0.1:{free_port()}"
     config = tmp_path / "config.yaml"
     config.write_text(f"images:\n  source: official\n  registry: '{closed}'\n")
     rows = [{"instance_id": f"pallets__flask-9000{i}", "repo": "pallets/flask", "version": "2.0", "base_commit": "0" * 40,
@@ -157,14 +154,6 @@ def test_an_unreachable_registry_is_a_one_line_error_per_instance(tmp_path):
         assert report["outcome"] == "harness_error" and "\n" not in report["reason"]
         assert report["reason"].startswith(f"cannot pull {closed}/swebench/sweb.eval.x86_64.pallets_1776_flask-9000{i}")
         assert f"error: pallets__flask-9000{i}: cannot pull {closed}/" in " ".join(proc.stderr.split())
-
-
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_swe_smith_tasks_grade_with_their_lists_in_their_image(pushed):

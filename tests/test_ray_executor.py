@@ -16,9 +16,8 @@ import pytest
 from codeagent.evals.batch import grade_batch
 from codeagent.executors.local import LocalExecutor
 from codeagent.task import Task
-
-from .conftest import sandbox_containers
-from .test_harness_docker import BREAKS_MUL, CONFIG, GOLD, NOT_APPLYING, TEST_PATCH, calc_task
+from tests.support.calc import BREAKS_MUL, CONFIG, GOLD, NOT_APPLYING, TEST_PATCH, calc_task
+from tests.support.docker import sandbox_containers
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")  # setup.sh installs it by default
 

@@ -13,8 +13,7 @@ from codeagent.run.examples import example_as_task
 from codeagent.train.recipe import load_recipe
 from codeagent.train.rollouts import Rollouts
 from codeagent.trajectory.store import TrajectoryStore
-
-from .test_scaling_pipeline import RIGHT, fixer, turn
+from tests.support.cart import RIGHT, fixer, turn
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -7,8 +7,7 @@ import subprocess
 import pytest
 
 from codeagent.sandbox import open_sandbox
-
-from .conftest import git
+from tests.support.git import git
 
 FILES = {
     "app.py": "def greet(name):\n    return 'hello ' + name\n",

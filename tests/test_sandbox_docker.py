@@ -14,16 +14,10 @@ import pytest
 
 from codeagent.sandbox import ImageMissing, Limits, WorkspaceError, open_sandbox, snapshot
 from codeagent.sandbox.docker import DockerSandbox
-
-from .conftest import git, sandbox_containers
+from tests.support.docker import sandbox_containers
+from tests.support.git import git
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-
-
-@pytest.fixture
-def repo(make_repo, tmp_path, monkeypatch):
-    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
-    return make_repo({"main.py": "print('hi')\n"})
 
 
 def test_no_network_and_no_host_secrets_by_default(repo, monkeypatch):
@@ -232,3 +226,22 @@ def test_a_repository_with_a_symlink_out_of_it_opens_and_the_link_stays_a_link(m
     with open_sandbox(repo) as box:
         out = box.run("readlink escape absolute; git status --porcelain; cat main.py").output
         assert out.split() == ["../secret.txt", "/etc/shadow", "print('hi')"]
+
+
+def test_small_files_go_in_through_the_shell_and_large_ones_through_the_engine(repo):
+    """A patch or an edit is written by the sandbox's shell (a round trip, not the engine's archive upload);
+    a file over the shell's share still goes through the engine; both arrive byte for byte."""
+    with open_sandbox(repo) as box:
+        uploads = []
+        engine_upload = box.container.put_archive
+        box.container.put_archive = lambda path, data: uploads.append(path) or engine_upload(path, data)
+        small = bytes(range(256)) * 40 + b"\n__CODEAGENT_UPLOAD__\n$(touch /tmp/pwned)\n"
+        box.write_file("patches/model.patch", small)
+        assert box.read_file("patches/model.patch") == small and uploads == []
+        assert box.run("test -e /tmp/pwned; echo $?").output.strip() == "1"
+        box.write_file("empty.txt", b"")
+        assert box.read_file("empty.txt") == b"" and uploads == []
+        big = os.urandom(64 << 10)
+        box.write_file("big.bin", big, mode=0o600)
+        assert box.read_file("big.bin") == big and len(uploads) == 1
+        assert box.run("stat -c %a big.bin; ls -A /tmp/.codeagent | grep -c upload-").output.split() == ["600", "0"]

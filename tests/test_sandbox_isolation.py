@@ -3,8 +3,6 @@ or cost the run its patch (issue 10, items 2, 7 and 8)."""
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import signal
 import socket
@@ -29,22 +27,15 @@ from codeagent.sandbox.engine import docker_client
 from codeagent.sandbox.iodir import io_root
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
-
-from .conftest import sandbox_containers
+from tests.support.docker import sandbox_containers
+from tests.support.scripted import call
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-_ids = itertools.count(1)
 
 ATTACK = (
     f"cd {MOUNT_POINT}; cp /bin/bash x; chmod 4755 x; touch t; mkdir d; mknod p p; ln -s / s; "
     "ln out-1 hard; mv in-1 moved; chmod 777 out-1; cd /testbed"
 )
-
-
-@pytest.fixture
-def repo(make_repo, tmp_path, monkeypatch):
-    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
-    return make_repo({"main.py": "print('hi')\n"})
 
 
 def _host_entries(io_dir: Path) -> dict[str, int]:
@@ -184,11 +175,6 @@ def test_shared_memory_is_capped(repo):
         host_config = docker_client().api.inspect_container(box.container.id)["HostConfig"]
         assert host_config["ShmSize"] == 64 * 2**20
         assert "No space left" in box.run("head -c 70M /dev/zero > /dev/shm/big").output
-
-
-def call(name: str, **arguments) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 @pytest.mark.parametrize("attack", [

@@ -8,8 +8,7 @@ import pytest
 
 from codeagent.sandbox import open_sandbox
 from codeagent.sandbox.pool import WarmPool
-
-from .conftest import sandbox_containers
+from tests.support.docker import sandbox_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leaks")]
 
@@ -70,8 +69,7 @@ def test_solve_with_candidates_runs_them_in_sandboxes_started_ahead(tmp_path):
     from codeagent.run.examples import example_as_task
     from codeagent.run.solve import solve
     from codeagent.sandbox import snapshot
-
-    from .test_scaling_pipeline import RIGHT, fixer
+    from tests.support.cart import RIGHT, fixer
 
     task = example_as_task("cart")
     config = Config(trajectories_dir=str(tmp_path / "store"), agent={"localize": False},
@@ -103,8 +101,7 @@ def _rollout_step(tmp_path, monkeypatch, warm: int):
     from codeagent.train.recipe import load_recipe
     from codeagent.train.rollouts import Rollouts
     from codeagent.trajectory.store import TrajectoryStore
-
-    from .test_scaling_pipeline import RIGHT, fixer
+    from tests.support.cart import RIGHT, fixer
 
     starts, lock = [], threading.Lock()
     original = getattr(docker.DockerSandbox, "counted_from", docker.DockerSandbox)  # not a Counted of a run before

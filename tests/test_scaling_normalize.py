@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from codeagent.patches.base import git_reader, tree_reader
@@ -11,48 +10,22 @@ from codeagent.scaling.scratch import touched_files
 from codeagent.scaling.similarity import diff_features, similarity
 from codeagent.scaling.types import Candidate
 from codeagent.scaling.votes import annotate, group_candidates
+from tests.support.calc_edits import (
+    BASE,
+    FILES,
+    FIX,
+    FIX_COMMENTED,
+    FIX_REFORMATTED,
+    MUL_CHANGE,
+    OTHER_FIX,
+    README,
+    diff,
+    read,
+)
+from tests.support.git import git
 
-from .conftest import git
-
-BASE = '''"""Calculator."""
-
-
-def add(a, b):
-    """Add two numbers."""
-    return a - b
-
-
-def mul(a, b):
-    return a * b
-'''
-README = "Calc\n====\n\nAdds numbers.\n"
-FILES = {"calc.py": BASE, "README.md": README, "tests/test_calc.py": "def test_mul():\n    pass\n"}
-
-
-def read(path: str) -> bytes | None:
-    return FILES[path].encode() if path in FILES else None
-
-
-def diff(path: str, new: str | None, old: str | None = None, git_header: bool = True) -> str:
-    """A unified diff of one file (created when it has no base, deleted when new is None)."""
-    old = FILES.get(path) if old is None else old
-    before = (old or "").splitlines(keepends=True)
-    after = (new or "").splitlines(keepends=True)
-    lines = list(difflib.unified_diff(before, after, "a/" + path if old is not None else "/dev/null",
-                                      "b/" + path if new is not None else "/dev/null"))
-    header = [f"diff --git a/{path} b/{path}\n"] if git_header else []
-    if old is None:
-        header.append("new file mode 100644\n")
-    return "".join(header + lines)
-
-
-FIX = BASE.replace("return a - b", "return a + b")
-FIX_COMMENTED = BASE.replace("    return a - b", "    # the bug: it subtracted\n    return a + b  # add, really")
-FIX_REFORMATTED = BASE.replace("return a - b", "return (a+b)").replace("def mul(a, b):", "def mul(a,  b) :")
 FIX_NEW_DOCSTRING = FIX.replace('"""Add two numbers."""', "'''Return the sum of a and b.'''")
 FIX_BLANK_LINES = FIX.replace("\n\n\ndef mul", "\n\ndef mul")
-OTHER_FIX = BASE.replace("return a - b", "return b + a")  # also right, but a different answer
-MUL_CHANGE = BASE.replace("return a * b", "return b * a * 1")  # another function entirely
 COMMENT_ONLY = BASE.replace("    return a - b", "    # TODO: check\n    return a - b")
 
 

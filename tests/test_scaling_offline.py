@@ -10,8 +10,7 @@ from click.testing import CliRunner
 from codeagent.evals.select import select_command
 from codeagent.scaling.offline import evaluate, load_candidates, write_candidates
 from codeagent.scaling.types import Candidate
-
-from .test_scaling_normalize import FIX, FIX_COMMENTED, OTHER_FIX, diff
+from tests.support.calc_edits import FIX, FIX_COMMENTED, OTHER_FIX, diff
 
 
 def c(instance: str, index: int, key: str | None, resolved: bool | None, patch: str = "p", **scores) -> Candidate:
@@ -56,7 +55,7 @@ def test_numbers_on_a_constructed_set(tmp_path):
 
 def test_normalizes_when_keys_are_missing():
     """Without stored keys, patches are keyed from their diff text (with a reader: fully)."""
-    from .test_scaling_normalize import read
+    from tests.support.calc_edits import read
 
     patches = [(diff("calc.py", OTHER_FIX), False), (diff("calc.py", FIX), True), (diff("calc.py", FIX_COMMENTED), True)]
     group = {"t": [Candidate(instance_id="t", index=i, patch=p, resolved=r) for i, (p, r) in enumerate(patches)]}

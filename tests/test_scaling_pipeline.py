@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -20,26 +19,12 @@ from codeagent.scaling.pipeline import regression_by_command, scale
 from codeagent.scaling.reproduction import TEST_PATH, score_reproduction, write_reproduction
 from codeagent.scaling.types import Candidate
 from codeagent.trajectory.store import TrajectoryStore
+from tests.support.cart import BUGGY, CART, RIGHT, fixer, turn
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
-CART = "shop/cart.py"
-BUGGY = "        line = self._lines[sku]\n        line.quantity -= quantity\n"
-RIGHT = ("        line = self._lines[sku]\n        if quantity > line.quantity:\n            raise ValueError(sku)\n"
-         "        line.quantity -= quantity\n        if line.quantity == 0:\n            del self._lines[sku]\n")
 # Always drops the whole line: fixes the case but breaks removing some units (a passing test).
 WRONG = "        del self._lines[sku]\n"
-
-
-def turn(name: str, **arguments) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"{name}-{abs(hash(json.dumps(arguments))) % 10**8}", "type": "function",
-         "function": {"name": name, "arguments": json.dumps(arguments)}}]}
-
-
-def fixer(new_text: str) -> ScriptedModel:
-    return ScriptedModel([turn("editor", command="str_replace", path=CART, old_str=BUGGY, new_str=new_text),
-                          turn("submit")])
 
 
 @pytest.fixture

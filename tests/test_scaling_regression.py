@@ -9,11 +9,9 @@ from codeagent.scaling.regression import prepare_suite, score_candidates
 from codeagent.scaling.relevant_tests import choose_test_files, discover_test_files, files_of_test_ids, source_files
 from codeagent.scaling.types import Candidate
 from codeagent.task import Task
+from tests.support.calc import CONFIG, GOLD, NOT_APPLYING, REWRITES_REPORTS, SOURCE, TEST_PATCH
+from tests.support.git import git
 
-from .conftest import git
-from .test_harness_docker import CONFIG, GOLD, NOT_APPLYING, REWRITES_REPORTS, TEST_PATCH
-
-SOURCE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = ("from calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n\n\n"
          "def test_mul_zero():\n    assert mul(0, 3) == 0\n\n\n"
          "def test_add_is_broken():\n    assert add(2, 3) == 5\n")  # fails on the original code

@@ -6,8 +6,7 @@ import pytest
 
 from codeagent.scaling.selection import POLICIES, SelectionError, select
 from codeagent.scaling.types import Candidate
-
-from .test_scaling_normalize import FIX, FIX_COMMENTED, FIX_REFORMATTED, MUL_CHANGE, OTHER_FIX, diff, read
+from tests.support.calc_edits import FIX, FIX_COMMENTED, FIX_REFORMATTED, MUL_CHANGE, OTHER_FIX, diff, read
 
 
 def cand(index: int, key: str | None = None, *, patch: str = "some patch", discarded: str | None = None,

@@ -8,6 +8,7 @@ from codeagent.scaling.pipeline import verify
 from codeagent.scaling.test_command import PYTEST, detect
 from codeagent.scaling.types import Candidate
 from codeagent.task import Task
+from tests.support.calc import CALC_BUGGY as CALC
 
 
 def reader(files):
@@ -30,7 +31,6 @@ def test_pytest_is_detected_from_settings_tox_or_test_files_and_nothing_else():
     assert detect(list(files), reader(files)) is None
 
 
-CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 TESTS = ("from calc import add, sub\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
          "def test_sub():\n    assert sub(3, 2) == 1\n")
 

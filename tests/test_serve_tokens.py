@@ -12,15 +12,9 @@ import urllib.request
 
 import pytest
 
-TOOLS = [
-    {"type": "function", "function": {
-        "name": "bash", "description": "Run a command.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"],
-                       "additionalProperties": False}}},
-    {"type": "function", "function": {"name": "submit", "description": "Finish.",
-                                      "parameters": {"type": "object", "properties": {},
-                                                     "additionalProperties": False}}},
-]
+from tests.support.tools import BASH, SUBMIT, closed
+
+TOOLS = [closed(BASH), closed(SUBMIT)]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +55,7 @@ def conversation(index: int) -> list[dict]:
 
 
 def test_concurrent_requests_are_batched_and_token_exact(served, local):
-    from tests.test_inference_engine import gated
+    from tests.support.engine import gated
 
     engine = served.service.model.generator
     entered, gate = gated(engine)

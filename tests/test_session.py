@@ -21,8 +21,7 @@ from codeagent.models import ScriptedModel
 from codeagent.run.examples import example_repo, example_task, scripted_turn
 from codeagent.run.session import Decision, Notice, Session, SessionChanged, Submitted
 from codeagent.trajectory.store import TrajectoryStore
-
-from .conftest import git
+from tests.support.git import git
 
 CHANGELOG = {"say": "And a changelog entry.", "call": "editor",
              "args": {"command": "create", "path": "CHANGELOG.md", "file_text": "- remove() drops empty lines\n"}}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_models_litellm import completion, tool_call
+from tests.support.fake_server import answer, completion, tool_call
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,10 +61,6 @@ _ids = itertools.count(1)
 def use(tool: str, **arguments) -> tuple[int, dict]:
     return 200, completion({"content": "", "tool_calls": [tool_call(json.dumps(arguments), name=tool,
                                                                     call_id=f"call_{next(_ids)}")]}, "tool_calls")
-
-
-def answer(text: str) -> tuple[int, dict]:
-    return 200, completion({"content": text})
 
 
 def requests(server) -> list[dict]:
@@ -159,7 +155,7 @@ def test_help_in_the_tui_lists_the_custom_commands(make_repo, tmp_path, monkeypa
     from codeagent.run.session import Session
     from codeagent.trajectory.store import TrajectoryStore
     from codeagent.tui.app import CodeagentApp
-    from tests.test_tui_app import screen_text, send, until
+    from tests.support.tui import screen_text, send, until
 
     monkeypatch.setenv("CODEAGENT_CONFIG", str(tmp_path / "user" / "config.yaml"))
     write(tmp_path / "user" / "commands" / "review.md",

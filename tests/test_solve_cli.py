@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from codeagent.run.examples import example_replay, example_repo, example_task
-
-from .conftest import git
+from tests.support.git import git
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -1,7 +1,7 @@
 """`codeagent solve --headless` starts from what the user sees: uncommitted edits and untracked files
 (not ignored ones), the patch holds only the agent's change, --apply keeps the user's edits, the user's
 .git is not written, a symlink out of the repository brings no host file in; a folder outside git is
-snapshotted. Real Docker sandbox, scripted OpenAI server on 127.0.0.1 (tests/test_models_litellm.py)."""
+snapshotted. Real Docker sandbox, scripted OpenAI server on 127.0.0.1 (tests/support/fake_server.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_models_litellm import completion, tool_call
-
-from .conftest import git
+from tests.support.fake_server import completion, tool_call
+from tests.support.git import git
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(300)]
 

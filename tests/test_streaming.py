@@ -14,13 +14,10 @@ import pytest
 
 from codeagent.models import LiteLLMModel, Sampling, progress
 from codeagent.models.cancel import Cancelled, call_cancellable
-from tests.test_models_litellm import MESSAGES, TOOLS, Streamed, chunks, completion
+from tests.support.fake_server import MESSAGES, Streamed, chunks, completion, pieces
+from tests.support.tools import TOOLS
 
 ARGUMENTS = json.dumps({"command": "printf 'a \"quoted\" line\\n' > notes.txt && cat notes.txt"})
-
-
-def pieces(text: str, size: int = 7) -> list[str]:
-    return [text[start:start + size] for start in range(0, len(text), size)]
 
 
 def model_for(server, **options):

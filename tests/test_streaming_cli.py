@@ -8,53 +8,24 @@ Bounds on time are generous: they tell "ended soon after" from "waited out the s
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
-from tests.test_models_litellm import Streamed, chunks
-from tests.test_streaming import pieces
+from tests.support.fake_server import Streamed, chunks, pieces
+from tests.support.processes import Output
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(240)]
 
 EDIT = json.dumps({"command": "sed -i 's/hello/hello, \"world\"/' app.py && cat app.py"})
 
 
-@pytest.fixture
-def env(tmp_path):
-    environment = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
-                   "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
-    environment.pop("OPENAI_API_KEY", None)
-    return environment
-
-
 def solve_command(server, repo, *flags: str) -> list[str]:
     return [sys.executable, "-m", "codeagent.cli", "solve", "--repo", str(repo), "--issue", "Greet the world.",
             "--model", "openai/test-model", "--api-base", server.base, "--set", "agent.localize=false", *flags]
-
-
-class Output:
-    """A pipe read as it comes (the streamed text has no newline until the reply ends)."""
-
-    def __init__(self, pipe):
-        self.text = ""
-        self._pipe = pipe
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        while chunk := os.read(self._pipe.fileno(), 4096):
-            self.text += chunk.decode(errors="replace")
-
-    def wait_for(self, needle: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.text:
-            assert time.monotonic() < deadline, f"{needle!r} never came; output so far:\n{self.text}"
-            time.sleep(0.05)
 
 
 def test_headless_prints_the_text_as_it_forms_and_ctrl_c_ends_a_held_request(server, make_repo, env):

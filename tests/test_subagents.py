@@ -11,46 +11,14 @@ import pytest
 from codeagent.agent.loop import Agent
 from codeagent.config import Config
 from codeagent.events import EventBus
-from codeagent.models import ScriptedModel
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
+from tests.support.scripted import answer
+from tests.support.subagents import Routed, call, reply
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 _ids = itertools.count(1)
-
-
-def call(name: str, **arguments) -> tuple[str, dict]:
-    return name, arguments
-
-
-def reply(*calls: tuple[str, dict], text: str = "") -> dict:
-    return {"role": "assistant", "content": text, "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-        for name, arguments in calls]}
-
-
-def answer(text: str) -> dict:
-    return {"role": "assistant", "content": text}
-
-
-class Routed:
-    """One model for the parent and its subagents: the parent's script, and one script per sub-task
-    (a subagent's first user message is its task). Subagents may call it from several threads."""
-
-    name = "scripted"
-
-    def __init__(self, parent: list, children: dict[str, list]):
-        self.parent = ScriptedModel(parent)
-        self.children = {task: ScriptedModel(turns) for task, turns in children.items()}
-        self.tools_offered: dict[str, list[str]] = {}
-
-    def complete(self, messages, tools, sampling):
-        if "subagent of codeagent" in messages[0]["content"]:
-            task = messages[1]["content"]
-            self.tools_offered[task] = [spec["function"]["name"] for spec in tools]
-            return self.children[task].complete(messages, tools, sampling)
-        return self.parent.complete(messages, tools, sampling)
 
 
 def test_two_subagents_edit_the_same_file_in_parallel_each_in_its_own_copy(make_repo, tmp_path):
@@ -156,7 +124,7 @@ def test_through_the_cli_a_subagent_reports_its_patch_and_the_parent_applies_it(
     import subprocess
     import sys
 
-    from tests.test_models_litellm import completion, tool_call
+    from tests.support.fake_server import completion, tool_call
 
     def use(tool: str, **arguments):
         return 200, completion({"content": "", "tool_calls": [tool_call(json.dumps(arguments), name=tool,

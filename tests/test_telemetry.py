@@ -310,7 +310,7 @@ def solve_served(receiver, server, make_repo, env, model="openai/test-model") ->
 def test_a_served_model_names_its_provider_the_answering_model_and_its_retries(receiver, server, make_repo, env):
     """Through LiteLLM to the scripted OpenAI-compatible server: the server's own model name is the
     response model, and a 503 that was retried is an event of the model call's span."""
-    from tests.test_models_litellm import completion, tool_call
+    from tests.support.fake_server import completion, tool_call
 
     edit = json.dumps({"command": "echo 'print(1)' > app.py"})
     server.replies += [  # whole replies: LiteLLM's streams name the model asked for, not the server's
@@ -362,7 +362,8 @@ def test_the_tuis_approvals_are_the_users(receiver, make_repo, tmp_path, monkeyp
     from codeagent.run import telemetry
     from codeagent.run.session import Session
     from codeagent.run.session.approval import Decision
-    from tests.test_tui_session import Recorder, call
+    from tests.support.scripted import call
+    from tests.support.session import Recorder
 
     monkeypatch.setattr(telemetry, "_started", [])
     monkeypatch.setattr(telemetry.atexit, "register", lambda function: None)

@@ -19,7 +19,7 @@ from codeagent.harness.env_toolchain import detect, resolve
 from codeagent.sandbox import snapshot
 from codeagent.sandbox.images import image_exists
 
-from .conftest import git
+from .support.git import git
 
 DATA = Path(__file__).parent / "data" / "toolchains"
 

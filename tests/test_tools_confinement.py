@@ -5,8 +5,6 @@ loop against a real Docker sandbox; every observation the model saw is checked."
 from __future__ import annotations
 
 import errno
-import itertools
-import json
 import os
 import signal
 import subprocess
@@ -23,14 +21,9 @@ from codeagent.models import ScriptedModel
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
 from codeagent.trajectory.store import TrajectoryStore
+from tests.support.scripted import call
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-_ids = itertools.count(1)
-
-
-def call(name: str, **arguments) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 def run(repo: Path, turns: list[dict], tmp_path: Path) -> list[str]:

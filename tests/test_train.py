@@ -17,19 +17,10 @@ from pathlib import Path
 import pytest
 
 from codeagent.train import TrainError
+from tests.support.scripted import native_call as _call
+from tests.support.tools import TOOLS
 
-TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                      "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                                                     "required": ["command"]}}},
-    {"type": "function", "function": {"name": "submit", "description": "Finish.",
-                                      "parameters": {"type": "object", "properties": {}}}},
-]
 SYSTEM = "You fix bugs."
-
-
-def _call(call_id: str, name: str, arguments: dict) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
 def run_messages(task: int, good: bool) -> list[list[dict]]:

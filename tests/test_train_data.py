@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from codeagent.train import TrainError
+from tests.support.tools import SUBMIT
 
 SWE_GYM_ROW = {
     "instance_id": "getmoto__moto-5752", "repo": "getmoto/moto", "base_commit": "b2300f1eae1323e3e8bc45f97e530ce129dff12e",
@@ -133,8 +134,7 @@ def test_grpo_tasks_come_from_a_swe_smith_file_with_a_held_out_split(tmp_path):
 
 # -- train reads what traj export wrote; no malformed turns in SFT ------------------------------------
 
-TOOLS = [{"type": "function", "function": {"name": "submit", "description": "Finish.",
-                                            "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [SUBMIT]
 
 
 def _store(root: Path, *, malformed: bool = False) -> Path:

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-TOOLS = [{"type": "function", "function": {"name": "submit", "description": "Finish.", "parameters": {"type": "object"}}}]
+from tests.support.tools import SUBMIT
+
+TOOLS = [SUBMIT]
 
 
 def train(*args: str, cwd: Path) -> subprocess.CompletedProcess:

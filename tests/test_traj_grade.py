@@ -11,8 +11,7 @@ import sys
 import pytest
 
 from codeagent.task import Task
-
-from .test_harness_docker import FAKES_LOG_AND_EXITS, GOLD, REWRITES_REPORTS, TEST_PATCH, calc_task
+from tests.support.calc import FAKES_LOG_AND_EXITS, GOLD, REWRITES_REPORTS, TEST_PATCH, calc_task
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -7,18 +7,12 @@ from click.testing import CliRunner
 from codeagent.trajectory import Trajectory, TrajectoryStore
 from codeagent.trajectory.commands import traj
 from codeagent.trajectory.export import ExportError, dpo_rows, sft_rows, to_dpo, to_jsonl, to_sft
+from tests.support.scripted import native_call as call
+from tests.support.tools import TOOLS
 
 datasets = pytest.importorskip("datasets")
 
-TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}},
-    {"type": "function", "function": {"name": "edit", "description": "edit", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}}}}},
-]
 START = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Issue: 1 + 1 == 3"}]
-
-
-def call(call_id, name, arguments):
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
 def run(store, run_id, instance, resolved, commands):

@@ -12,6 +12,7 @@ import pytest
 
 from codeagent.trajectory import Step, Trajectory, TrajectoryError, TrajectoryFilter, TrajectoryStore
 from codeagent.trajectory.store import load_trajectory_file
+from tests.support.tools import BASH
 
 TASK = {
     "instance_id": "astropy__astropy-12907",
@@ -20,7 +21,7 @@ TASK = {
     "problem_statement": "Modeling's separability_matrix does not compute separability correctly",
     "FAIL_TO_PASS": ["test_separable[compound_model6]"],
 }
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}]
+TOOLS = [BASH]
 START = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix the issue."}]
 
 

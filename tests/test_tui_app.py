@@ -2,87 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import io
 import time
 
 import pytest
 
 from codeagent.config import Config
-from codeagent.models import ModelRequestError, ScriptedModel
+from codeagent.models import ModelRequestError
 from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from codeagent.tui.approval_screen import ApprovalScreen
-
-from .conftest import git
-from .test_tui_session import FILES, call, fix_add
+from tests.support.git import git
+from tests.support.scripted import FILES, BySeed, call, fix_add
+from tests.support.tui import approve, make_app, quit_app, screen_text, send, sync, type_line, until
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-
-
-def sync(test):
-    """Run an async test with asyncio (no pytest plugin needed)."""
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        return asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
-def screen_text(app) -> str:
-    """What the terminal shows, as plain text (the compositor's full frame, dialogs included)."""
-    from rich.console import Console
-
-    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(), record=True,
-                      force_terminal=True, color_system=None)
-    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
-    return console.export_text()
-
-
-async def until(pilot, predicate, timeout: float = 30, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}\n{screen_text(pilot.app)}")
-        await pilot.pause(0.05)
-
-
-async def type_line(pilot, text: str) -> None:
-    """Type a line key by key, then Enter."""
-    await pilot.press(*text, "enter")
-
-
-async def send(pilot, text: str) -> None:
-    """Put a line in the input box (typing long lines key by key is slow), then press Enter."""
-    pilot.app.prompt.load_text(text)
-    await pilot.press("enter")
-
-
-async def approve(pilot, *keys: str, title: str) -> str:
-    app = pilot.app
-    await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what=f"the dialog {title!r}")
-    dialog = app.screen
-    await pilot.pause(0.05)
-    shown = screen_text(app)
-    assert title in shown, shown
-    await pilot.press(*keys)
-    # the next dialog may open at once: wait for this one to go, not for no dialog
-    await until(pilot, lambda: app.screen is not dialog, what="the dialog to close")
-    return shown
-
-
-def make_app(repo, tmp_path, turns, mode="suggest", **options):
-    store = TrajectoryStore(tmp_path / "trajectories")
-    model = ScriptedModel(turns)
-    session = Session(Config(agent={"localize": False}), model, repo=str(repo), mode=mode, store=store)
-    return CodeagentApp(session, **options), session, model
-
-
-async def quit_app(pilot, session) -> None:
-    await pilot.press("ctrl+q")
-    await until(pilot, lambda: not pilot.app.is_running or session.sandbox_state == "closed", what="quit")
 
 
 @sync
@@ -219,18 +152,6 @@ async def test_ctrl_c_in_a_dialog_denies_and_interrupts(make_repo, tmp_path):
         await pilot.pause(0.1)
         assert "Cleared" in screen_text(app) and session.task is None
         await quit_app(pilot, session)
-
-
-class BySeed(ScriptedModel):
-    """Candidates differ by their sampling seed: each seed plays its own script (None: follow-ups)."""
-
-    def __init__(self, scripts):
-        super().__init__([])
-        self.scripts = scripts
-
-    def complete(self, messages, tools, sampling):
-        self.turns = self.scripts[sampling.seed]
-        return super().complete(messages, tools, sampling)
 
 
 @sync

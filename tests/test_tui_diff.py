@@ -4,9 +4,8 @@ for the theme's background, and a theme switch redraws it."""
 from __future__ import annotations
 
 from codeagent.tui.diff_panel import TINTS, diff_content
-
-from .test_tui_app import sync
-from .test_tui_snapshots import PATCH, make_app, settle
+from tests.support.tui import PATCH, settle, sync
+from tests.support.tui import screen_app as make_app
 
 OTHER = """diff --git a/notes.unknownext b/notes.unknownext
 --- a/notes.unknownext

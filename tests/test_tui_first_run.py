@@ -8,8 +8,7 @@ from codeagent.models import ScriptedModel
 from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-
-from .test_tui_app import quit_app, screen_text, send, sync, until
+from tests.support.tui import quit_app, screen_text, send, sync, until
 
 
 @sync

@@ -4,22 +4,12 @@ status bar."""
 
 from __future__ import annotations
 
-from codeagent.config import Config
 from codeagent.events import ModelOutput, Observed, RunStarted, StepStarted, ToolCalled
-from codeagent.models import ScriptedModel
-from codeagent.run.session import Session
-from codeagent.tui.app import CodeagentApp
-
-from .test_tui_app import screen_text, sync
-from .test_tui_snapshots import a_run, feed, settle
+from tests.support.tui import a_run, feed, screen_text, settle, sync
+from tests.support.tui import screen_app as make_app
 
 LONG = ("python -m pytest -q tests/test_cart.py::TestRemove::test_removing_every_unit_deletes_the_line "
         "-k 'remove and not slow' --maxfail=1")
-
-
-def make_app(model: str = "openai/gpt-4o"):
-    session = Session(Config(agent={"localize": False}), ScriptedModel([], name=model), repo="/work/shop")
-    return CodeagentApp(session), session
 
 
 def a_long_command(session, call_id: str = "long", seconds: float = 12.34) -> None:

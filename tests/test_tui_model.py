@@ -6,22 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from codeagent.config import Config
-from codeagent.models import ScriptedModel
-from codeagent.run.session import Session
-from codeagent.trajectory.store import TrajectoryStore
-from codeagent.tui.app import CodeagentApp
-
-from .test_daily_cli import free_port
-from .test_tui_app import screen_text, send, sync, until
+from tests.support.processes import free_port
+from tests.support.tui import make_app, screen_text, send, sync, until
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def make_app(repo, tmp_path):
-    session = Session(Config(agent={"localize": False}), ScriptedModel([]), repo=str(repo),
-                      store=TrajectoryStore(tmp_path / "trajectories"))
-    return CodeagentApp(session), session
 
 
 def notices(app) -> str:
@@ -41,7 +29,7 @@ def test_model_arguments():
 
 @sync
 async def test_a_bad_model_is_one_line_and_not_switched(make_repo, tmp_path):
-    app, session = make_app(make_repo({"a.py": "x = 1\n"}), tmp_path)
+    app, session, _ = make_app(make_repo({"a.py": "x = 1\n"}), tmp_path, [])
     before = session.model
     port = free_port()
     async with app.run_test(size=(120, 30)) as pilot:
@@ -57,9 +45,9 @@ async def test_a_bad_model_is_one_line_and_not_switched(make_repo, tmp_path):
 @pytest.mark.usefixtures("no_leaks")
 @sync
 async def test_a_model_that_answers_is_switched_and_the_session_keeps_it(make_repo, tmp_path, server):
-    from tests.test_models_litellm import completion
+    from tests.support.fake_server import completion
 
-    app, session = make_app(make_repo({"a.py": "x = 1\n"}), tmp_path)
+    app, session, _ = make_app(make_repo({"a.py": "x = 1\n"}), tmp_path, [])
     session.model.turns.append({"role": "assistant", "content": "a.py sets x to 1."})
     server.replies.append((200, completion({"content": "Still 1."})))
     try:

@@ -3,21 +3,18 @@ real Docker sandbox: plain answers end the turn, plan mode, /init, @path mention
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
 import pytest
 from click.testing import CliRunner
 
-from codeagent.config import Config
 from codeagent.models import ModelResponse, ScriptedModel, ToolCall
-from codeagent.run.session import Session
-from codeagent.trajectory.store import TrajectoryStore
-from codeagent.tui.app import CodeagentApp
-
-from .test_mentions_images_modes import PNG
-from .test_tui_app import approve, quit_app, screen_text, send, sync, until
-from .test_tui_session import FILES, call, fix_add
+from tests.support import tui
+from tests.support.images import PNG
+from tests.support.scripted import FILES, answer, call, fix_add
+from tests.support.tui import approve, quit_app, screen_text, send, sync, until
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -34,15 +31,7 @@ class Recording(ScriptedModel):
         return super().complete(messages, tools, sampling)
 
 
-def make_app(repo, tmp_path, turns, mode="full-auto"):
-    store = TrajectoryStore(tmp_path / "trajectories")
-    model = Recording(turns)
-    session = Session(Config(agent={"localize": False}), model, repo=str(repo), mode=mode, store=store)
-    return CodeagentApp(session), session, model
-
-
-def answer(text: str) -> dict:
-    return {"role": "assistant", "content": text}
+make_app = functools.partial(tui.make_app, mode="full-auto", model_class=Recording)
 
 
 @sync

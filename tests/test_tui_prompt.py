@@ -6,8 +6,7 @@ from textual.app import App
 
 from codeagent.run.session.slash import parse, resolve
 from codeagent.tui.prompt import PromptInput
-
-from .test_tui_app import sync
+from tests.support.tui import sync
 
 
 class PromptApp(App):

@@ -5,8 +5,6 @@ Sessions run the real agent loop in a real Docker sandbox, driven by the scripte
 
 from __future__ import annotations
 
-import itertools
-import json
 import threading
 import time
 
@@ -14,7 +12,7 @@ import pytest
 
 from codeagent.config import Config
 from codeagent.models import ScriptedModel
-from codeagent.run.session import Notice, Session
+from codeagent.run.session import Session
 from codeagent.run.session.approval import (
     ApprovalPolicy,
     Decision,
@@ -25,50 +23,9 @@ from codeagent.run.session.approval import (
 from codeagent.run.session.patch_history import changed_files
 from codeagent.tools.read_only_commands import is_read_only_command
 from codeagent.trajectory.store import TrajectoryStore
-
-from .conftest import git
-
-_ids = itertools.count(1)
-FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "README.md": "calc\n"}
-
-
-def call(name: str, text: str = "", **arguments) -> dict:
-    return {"role": "assistant", "content": text, "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
-
-
-def fix_add(text: str = "") -> dict:
-    return call("editor", text, command="str_replace", path="calc.py", old_str="a - b", new_str="a + b")
-
-
-class Recorder:
-    """Collects the session's events; answers approval requests from a list of decisions."""
-
-    def __init__(self, decisions=()):
-        self.events, self.requests = [], []
-        self.decisions = list(decisions)
-
-    def emit(self, event):
-        self.events.append(event)
-
-    def ask(self, request):
-        self.requests.append(request)
-        request.answer(self.decisions.pop(0) if self.decisions else Decision("once"))
-
-    def kinds(self):
-        return [event.kind for event in self.events]
-
-    def notices(self, level=None):
-        return [e.text for e in self.events if isinstance(e, Notice) and (level is None or e.level == level)]
-
-
-def make_session(repo, turns, tmp_path, recorder, mode="suggest", **options):
-    config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "trajectories"))
-    model = ScriptedModel(turns)
-    session = Session(config, model, repo=str(repo), mode=mode, store=TrajectoryStore(tmp_path / "trajectories"),
-                      ask=recorder.ask, emit=recorder.emit, **options)
-    return session, model
-
+from tests.support.git import git
+from tests.support.scripted import FILES, call, fix_add
+from tests.support.session import Recorder, make_session
 
 # -- approval policy (no sandbox) --------------------------------------------------------------------
 

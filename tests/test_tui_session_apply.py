@@ -1,5 +1,5 @@
 """/apply across follow-ups, commits and the user's own edits; write-through mode with /undo; a session
-starts from the user's working tree. Real Docker sandbox, scripted model (tests/test_tui_session.py)."""
+starts from the user's working tree. Real Docker sandbox, scripted model (tests/support/session.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from codeagent.config import Config
 from codeagent.models import ScriptedModel
 from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
-
-from .conftest import git
-from .test_tui_session import FILES, Recorder, call, fix_add
+from tests.support.calc import CALC_BUGGY
+from tests.support.git import git
+from tests.support.scripted import FILES, call, fix_add
+from tests.support.session import Recorder
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -75,7 +76,7 @@ def test_apply_after_the_applied_change_was_committed(make_repo, tmp_path):
 
 
 def test_apply_merges_your_edits_and_refuses_a_conflict(make_repo, tmp_path):
-    repo = make_repo({**FILES, "calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"})
+    repo = make_repo({**FILES, "calc.py": CALC_BUGGY})
     turns = [call("editor", command="str_replace", path="calc.py", old_str="def add(a, b):\n    return a - b",
                   new_str="def add(a, b):\n    return a + b"), call("submit"),
              call("editor", command="str_replace", path="calc.py", old_str="def sub(a, b):\n    return a - b",
@@ -83,7 +84,7 @@ def test_apply_merges_your_edits_and_refuses_a_conflict(make_repo, tmp_path):
     session, recorder = open_session(repo, turns, tmp_path)
     try:
         turn(session, "add() subtracts")
-        (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n# mine\n")
+        (repo / "calc.py").write_text(CALC_BUGGY + "# mine\n")
         merged = apply(session, recorder)  # your edit elsewhere in the file: merged three-way
         assert merged.level == "success" and "merged with your edits: calc.py" in merged.text, merged.text
         assert (repo / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")

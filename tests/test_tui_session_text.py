@@ -7,8 +7,7 @@ from codeagent.models import ScriptedModel
 from codeagent.run.session import Session
 from codeagent.run.session.summary import exit_summary, session_title
 from codeagent.trajectory.sessions import SessionHeader
-
-from .test_tui_snapshots import PATCH, RUN, a_run
+from tests.support.tui import PATCH, RUN, a_run
 
 
 def test_a_long_title_is_cut_with_an_ellipsis_on_one_line():

@@ -11,41 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.config import Config
 from codeagent.events import (
     CandidateScored,
     Finished,
-    ModelOutput,
-    Observed,
-    PatchChanged,
     RunStarted,
     SelectionMade,
     StepStarted,
-    ToolCalled,
 )
-from codeagent.models import ScriptedModel
-from codeagent.run.session import Session
 from codeagent.run.session.approval import ApprovalPolicy, build_request
 from codeagent.run.session.events import SamplingStarted
-from codeagent.tui.app import CodeagentApp
-
-from .test_tui_app import screen_text, send, sync
+from tests.support.tui import RUN, a_run, feed, screen_text, send, settle, sync
+from tests.support.tui import screen_app as make_app
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-RUN = "20260101-120000-0a1b2c3d"
-PATCH = """diff --git a/shop/cart.py b/shop/cart.py
-index 3f1c2aa..9d0e1b2 100644
---- a/shop/cart.py
-+++ b/shop/cart.py
-@@ -18,5 +18,9 @@ class Cart:
-     def remove(self, sku: str, quantity: int) -> None:
-         line = self._lines[sku]
-+        if quantity > line.quantity:
-+            raise ValueError(f"cannot remove {quantity} of {sku}")
-         line.quantity -= quantity
-+        if line.quantity == 0:
-+            del self._lines[sku]
-"""
 CART = b"""class Cart:
     def remove(self, sku: str, quantity: int) -> None:
         line = self._lines[sku]
@@ -63,52 +41,6 @@ def assert_snapshot(name: str, text: str) -> None:
             pytest.fail(f"new snapshot {path.name} written: look at it, then run again")
         return
     assert text == path.read_text(), f"{path.name} changed; if intended, CODEAGENT_UPDATE_SNAPSHOTS=1:\n{text}"
-
-
-def make_app(mode="suggest", candidates=1):
-    config = Config(agent={"localize": False}, scaling={"candidates": candidates})
-    session = Session(config, ScriptedModel([], name="openai/gpt-4o"), repo="/work/shop", mode=mode)
-    session.repo_problem = lambda: None  # /work/shop is a name on the screens, not a folder: as if it were fine
-    return CodeagentApp(session), session
-
-
-def feed(session, *events) -> None:
-    for event in events:
-        event.run_id = event.run_id or RUN
-        event.time = 0.0
-        session._on_agent_event(event)  # as the agent's thread would, through the session
-
-
-def a_run(session) -> None:
-    feed(session,
-         RunStarted(task_id="shop-1", model="openai/gpt-4o", sandbox="docker"),
-         StepStarted(step=0),
-         ModelOutput(step=0, text="Let me find where items are **removed** from the cart.", prompt_tokens=2100,
-                     completion_tokens=40, cost=0.0061),
-         ToolCalled(step=0, call_id="c1", tool="search", arguments={"command": "grep", "pattern": "def remove"}),
-         Observed(step=0, call_id="c1", tool="search", output="shop/cart.py:19:    def remove(self, sku, quantity):",
-                  exit_code=0, seconds=0.03),
-         StepStarted(step=1),
-         ModelOutput(step=1, text="`remove` never deletes the line:\n\n- drop it at zero\n- refuse to go negative",
-                     prompt_tokens=2600, completion_tokens=120, cost=0.0079),
-         ToolCalled(step=1, call_id="c2", tool="editor", arguments={
-             "command": "str_replace", "path": "shop/cart.py", "old_str": "        line.quantity -= quantity",
-             "new_str": "        line.quantity -= quantity\n        if line.quantity == 0:\n            del self._lines[sku]"}),
-         Observed(step=1, call_id="c2", tool="editor", output="Edited shop/cart.py.", seconds=0.12),
-         PatchChanged(step=1, patch=PATCH),
-         StepStarted(step=2),
-         ModelOutput(step=2, text="Now the tests.", prompt_tokens=3000, completion_tokens=20, cost=0.0081),
-         ToolCalled(step=2, call_id="c3", tool="bash", arguments={"command": "python -m pytest -q tests"}),
-         Observed(step=2, call_id="c3", tool="bash", output="......                                  [100%]\n"
-                                                            "6 passed in 0.04s\n", exit_code=0, seconds=0.61),
-         Finished(exit_status="submitted", message="the agent submitted its patch", patch=PATCH, steps=3,
-                  cost=0.0221, seconds=12.3, trajectory_id=RUN))
-
-
-async def settle(pilot) -> None:
-    for _ in range(4):
-        await pilot.pause(0.05)
-    await pilot.wait_for_scheduled_animations()
 
 
 @sync

@@ -22,11 +22,10 @@ from codeagent.models import LiteLLMModel
 from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-from tests.test_models_litellm import Streamed, chunks
-from tests.test_streaming import pieces
-from tests.test_tui_app import make_app, quit_app, screen_text, sync, type_line, until
-from tests.test_tui_session import FILES, call
-from tests.test_tui_terminal import Pane
+from tests.support.fake_server import Streamed, chunks, pieces
+from tests.support.scripted import FILES, call
+from tests.support.terminal import Pane
+from tests.support.tui import make_app, quit_app, screen_text, sync, type_line, until
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(240)]
 

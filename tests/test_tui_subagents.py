@@ -8,9 +8,9 @@ from codeagent.config import Config
 from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
-
-from .test_subagents import Routed, answer, call, reply
-from .test_tui_app import screen_text, sync, type_line, until
+from tests.support.scripted import answer
+from tests.support.subagents import Routed, call, reply
+from tests.support.tui import screen_text, sync, type_line, until
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(180)]
 

@@ -15,30 +15,10 @@ import time
 
 import pytest
 
+from tests.support.terminal import Pane
+
 pytestmark = [pytest.mark.usefixtures("no_leaks"),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install -y tmux)")]
-
-
-class Pane:
-    def __init__(self, name: str):
-        self.name = name
-
-    def text(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
-                              check=False).stdout
-
-    def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
-
-    def wait_for(self, *needles: str, timeout: float = 60) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.text()
-            if all(needle in text for needle in needles):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the terminal never showed {needles}:\n{text}")
-            time.sleep(0.1)
 
 
 def _processes_with(marker: str) -> list[int]:

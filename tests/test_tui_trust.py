@@ -15,9 +15,8 @@ import yaml
 
 from codeagent.run.examples import example_repo
 from codeagent.tui.trust_screen import TrustApp
-
-from .test_models_litellm import FakeServer, completion, tool_call
-from .test_tui_terminal import Pane
+from tests.support.fake_server import FakeServer, completion, tool_call
+from tests.support.terminal import Pane
 
 
 @pytest.mark.parametrize(("key", "answer"), [("t", True), ("n", False), ("escape", False), ("ctrl+c", None)])

@@ -10,14 +10,12 @@ import threading
 import pytest
 
 from codeagent.config import Config
-from codeagent.models import ScriptedModel
 from codeagent.run.session import Session
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
 from codeagent.tui.approval_screen import ApprovalScreen
-
-from .test_tui_app import approve, make_app, quit_app, screen_text, send, sync, type_line, until
-from .test_tui_session import FILES, call, fix_add
+from tests.support.scripted import FILES, BySeed, call, fix_add
+from tests.support.tui import approve, make_app, quit_app, screen_text, send, sync, type_line, until
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -191,18 +189,6 @@ async def test_resume_opens_a_session_picker_chosen_with_the_arrows(make_repo, t
         await until(pilot, lambda: type(app.screen).__name__ != "PickScreen", what="the picker to close")
         assert session.trajectory_id == first
         await quit_app(pilot, session)
-
-
-class BySeed(ScriptedModel):
-    """Candidates differ by their sampling seed: each seed plays its own script (None: follow-ups)."""
-
-    def __init__(self, scripts):
-        super().__init__([])
-        self.scripts = scripts
-
-    def complete(self, messages, tools, sampling):
-        self.turns = self.scripts[sampling.seed]
-        return super().complete(messages, tools, sampling)
 
 
 @sync

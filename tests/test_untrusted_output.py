@@ -18,9 +18,8 @@ from codeagent.task import Task
 from codeagent.trajectory.commands import traj
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.visible import visible
-
-from .conftest import git
-from .test_agent import call
+from tests.support.git import git
+from tests.support.scripted import call
 
 ATTACK = r"printf '\033]0;pwned\007\033[2J[bold]x[/]\302\233\n'"  # retitle, clear the screen, markup, C1 CSI
 

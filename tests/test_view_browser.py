@@ -12,8 +12,7 @@ import tempfile
 import pytest
 
 from codeagent.trajectory import TrajectoryStore
-
-from .test_view import SCRIPT, replay_solve, write_hostile
+from tests.support.view_runs import SCRIPT, replay_solve, write_hostile
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -5,7 +5,6 @@ resolved address checked, and the page handed to the model as text wrapped as un
 from __future__ import annotations
 
 import http.server
-import itertools
 import json
 import socket
 import threading
@@ -22,8 +21,8 @@ from codeagent.task import Task
 from codeagent.tools.base import ToolError
 from codeagent.tools.web_fetch import fetch
 from codeagent.trajectory.store import TrajectoryStore
+from tests.support.scripted import call
 
-_ids = itertools.count(1)
 PAGE = (b"<html><head><title>Release notes</title><script>var leaked = 'SCRIPT-SECRET';</script>"
         b"<style>body { color: red }</style></head><body><h1>Version 2</h1><p>The <a href='/api'>API</a> "
         b"changed: <code>load(strict=True)</code>.</p><ul><li>one</li><li>two</li></ul></body></html>")
@@ -80,11 +79,6 @@ def site():
         _Site.release.set()
         server.shutdown()
         server.server_close()
-
-
-def call(name: str, **arguments) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
 def run_agent(make_repo, tmp_path, config: Config, script: list[dict]):

@@ -12,8 +12,7 @@ import pytest
 from codeagent.sandbox import WorkspaceError, snapshot
 from codeagent.sandbox import working_tree as wt
 from codeagent.sandbox.workspace import host_tree
-
-from .conftest import git
+from tests.support.git import git
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,10 @@
 
 Every step is appended to the trajectory store as it completes, so a crash or Ctrl-C loses at
 most the step in flight. Control flow uses one small exception, `Stop`.
+
+Here: the Agent and a run's lifecycle (prompts, skills, hooks, the inbox, limits, the final patch). One
+step is in agent/step.py, a reply's tool calls in agent/tool_calls.py, the run's types in
+agent/run_types.py.
 """
 
 from __future__ import annotations
@@ -12,16 +16,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import partial
+from typing import Any
 
 from .. import patches
 from ..config import Config, repository_trusted, user_config_folder
-from ..events import EventBus, Finished, ModelOutput, Observed, PatchChanged, RunStarted, StepStarted, ToolCalled
+from ..events import EventBus, Finished, RunStarted
 from ..hooks import Hooks
-from ..models import ContextWindowExceeded, Model, ModelError, Sampling, ToolCall
-from ..models.cancel import Cancelled, call_cancellable
+from ..models import Model, ModelError, Sampling
 from ..sandbox import PatchTooLarge, Sandbox, SandboxError
 from ..status import ExitStatus
 from ..task import Task
@@ -32,46 +34,18 @@ from ..tools.skill import Skill, find_skills, skill_roots
 from ..trajectory.schema import Trajectory
 from ..trajectory.store import TrajectoryStore
 from . import hook_points
-from .history import estimate_tokens, fit_messages
-from .images import inline
 from .instructions import read_instructions
-from .model_progress import model_progress
-from .modes import PLAN, offered_specs, refusal, switch_messages
+from .modes import switch_messages
 from .prompts import render
+from .run_types import Approval, Approver, RunResult, RunState, Stop
+from .step import Stepping
 from .subagents import Subagents
 
-
-class Stop(Exception):
-    def __init__(self, status: ExitStatus, message: str = ""):
-        super().__init__(message or status)
-        self.status, self.message = status, message
+# the names other modules import from here (run_types holds them)
+__all__ = ["Agent", "Approval", "Approver", "RunResult", "Stop", "enabled_tools"]
 
 
-@dataclass
-class Approval:
-    allowed: bool
-    reason: str = ""  # for a denial: goes back to the model
-    source: str = "user"  # "config": the approval mode or a remembered rule allowed it without asking
-
-
-# Asked before each tool call runs (the TUI's approval modes); None means every call is allowed.
-Approver = Callable[..., Approval]  # (call) or (call, force=True): a hook wants the user asked
-
-
-@dataclass
-class RunResult:
-    exit_status: ExitStatus | str  # a selected candidate's status comes back from its trajectory as text
-    message: str
-    patch: str
-    steps: int
-    cost: float
-    seconds: float
-    trajectory_id: str
-    trajectory_path: str
-    record_lost: str = ""  # why the trajectory could not be (fully) written; the patch is here all the same
-
-
-class Agent:
+class Agent(Stepping):
     def __init__(self, model: Model, config: Config, *, tools: ToolRegistry | None = None,
                  events: EventBus | None = None, store: TrajectoryStore | None = None,
                  approver: Approver | None = None, warn: Callable[[str], None] | None = None):
@@ -94,7 +68,7 @@ class Agent:
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
         self._tools_lock = threading.Lock()
-        self.mcp = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
+        self.mcp: Any = None  # the open MCP servers (McpServers) while `open_tools` keeps them: their prompts
         self._skill_tool = self.tools.tools.get("skill")  # offered only while there are skills
         self.skills: list[Skill] = []
         self.only_tools: frozenset[str] | None = None  # a custom command's allowed-tools, for its turn (the TUI)
@@ -188,7 +162,7 @@ class Agent:
         self._subagents = Subagents(self, task, run_id, emit) if "subagent" in self.tools.tools else None
         context.state["subagents"] = self._subagents
         self.context = context
-        state = _RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
+        state = RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
         status, message = ExitStatus.INTERRUPTED, ""
         try:
@@ -282,7 +256,7 @@ class Agent:
             messages.extend(arrived)
             writer.append_messages(arrived)
 
-    def _check_limits(self, state: _RunState, started: float) -> None:
+    def _check_limits(self, state: RunState, started: float) -> None:
         if self._interrupted.is_set():
             raise Stop(ExitStatus.INTERRUPTED, "interrupted by the user")
         limits = self.config.limits
@@ -295,225 +269,8 @@ class Agent:
         if state.tool_calls >= limits.max_tool_calls:
             raise Stop(ExitStatus.MAX_TOOL_CALLS, f"made {state.tool_calls} tool calls, the limit of this run")
 
-    def _step(self, state, messages, sampling, context, writer, emit) -> None:
-        index = state.steps
-        state.steps += 1
-        emit(StepStarted(step=index))
-        step_started = _now()
-        model_started, asked_at = time.monotonic(), time.time()
-        with model_progress(emit, index):
-            response = self._complete(messages, sampling)
-        model_seconds = time.monotonic() - model_started
-        state.cost += response.usage.cost or 0.0
-        answered = (self.interactive or self.mode == PLAN) and not response.format_error and not response.tool_calls
-        error = None if answered else response.format_error or (None if response.tool_calls else "the reply has no tool call")
-        emit(ModelOutput(step=index, text=response.content,
-                         tool_calls=[call.model_dump() for call in response.tool_calls],
-                         format_error=error, cost=response.usage.cost,
-                         prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
-                         started=asked_at, response_model=_answered_by(response), finish_reason=response.finish_reason or ""))
-        new_messages = [response.to_message()]
-        tool_stats, tool_seconds, submitted = [], 0.0, False
-        if error:
-            state.format_errors += 1
-            limit = self.config.limits.max_format_errors
-            new_messages.append({"role": "user", "content": render(
-                "format_error", self.config.agent.prompts_dir, error=error, count=state.format_errors,
-                limit=limit, native_tools=self.config.model.native_tools)})
-        else:
-            state.format_errors = 0
-            early = self._start_subagents(response.tool_calls, context, state, index)
-            for number, call in enumerate(response.tool_calls, 1):
-                if submitted:  # keep the transcript valid: every call gets an answer
-                    new_messages.append(_tool_message(call, "Not run: the solution was already submitted."))
-                    continue
-                if skipped := self._over_call_limits(state, number):
-                    new_messages.append(_tool_message(call, skipped))
-                    continue
-                state.tool_calls += 1
-                emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
-                approval = ("", "")
-                try:
-                    result, approval = self._call_tool(call, context, early.get(call.id))
-                except KeyboardInterrupt:  # Ctrl-C in a headless run: the step is kept, then the run ends
-                    from ..tools.base import ToolResult
-
-                    self.interrupt()  # the command in flight is killed too
-                    result = ToolResult("Interrupted by the user while it ran.", error=True)
-                interrupted = self._interrupted.is_set()
-                tool_seconds += result.seconds
-                submitted = result.submitted
-                state.edited |= not self.tools.read_only(call.name)
-                observation = render("observation", self.config.agent.prompts_dir, result=result)
-                new_messages.append(_tool_message(call, observation))
-                tool_stats.append({"id": call.id, "name": call.name, "exit_code": result.exit_code,
-                                   "timed_out": result.timed_out, "seconds": round(result.seconds, 4),
-                                   "output_chars": len(result.output)})
-                emit(Observed(step=index, call_id=call.id, tool=call.name, output=result.output,
-                              exit_code=result.exit_code, error=result.error, timed_out=result.timed_out,
-                              seconds=result.seconds, interrupted=interrupted, approval=approval[0],
-                              approval_source=approval[1]))
-        if self._subagents is not None:
-            state.cost += self._subagents.take_cost()
-        messages.extend(new_messages)
-        writer.append_step({
-            "index": index, "started": step_started, "ended": _now(), "model_seconds": round(model_seconds, 4),
-            "tool_seconds": round(tool_seconds, 4), "prompt_tokens": response.usage.prompt_tokens,
-            "completion_tokens": response.usage.completion_tokens, "cost": response.usage.cost,
-            "finish_reason": response.finish_reason, "format_error": error, "token_ids": response.token_ids,
-            "logprobs": response.logprobs, "prompt_token_ids": response.prompt_token_ids, "tool_calls": tool_stats,
-        }, new_messages)
-        if state.edited and not submitted and not self._interrupted.is_set():  # the final patch is read after the kill
-            self._emit_patch(state, context, index, emit)
-        if error and state.format_errors >= self.config.limits.max_format_errors:
-            raise Stop(ExitStatus.FORMAT_ERRORS, f"{state.format_errors} unusable replies in a row; the last: {error}")
-        if submitted and not self._stop_hook_continues(messages, writer):
-            raise Stop(ExitStatus.SUBMITTED, "the agent submitted its patch")
-        if answered:
-            raise Stop(ExitStatus.ANSWERED, "the agent answered; waiting for the user")
-        if self._interrupted.is_set():
-            raise Stop(ExitStatus.INTERRUPTED, "interrupted by the user")
-
-    def _over_call_limits(self, state: _RunState, number: int) -> str | None:
-        """Why the reply's `number`th call is not run, if it is not: each call costs the host
-        (an edit keeps the file's last version in memory), and a reply may hold any number."""
-        limits = self.config.limits
-        if number > limits.max_tool_calls_per_reply:
-            return (f"Not run: a reply may make at most {limits.max_tool_calls_per_reply} tool calls and this "
-                    f"was call {number}. Make fewer calls per reply.")
-        if state.tool_calls >= limits.max_tool_calls:
-            return f"Not run: the run's limit of {limits.max_tool_calls} tool calls is reached; the run ends."
-        return None
-
-    def _start_subagents(self, calls: list[ToolCall], context: ToolContext, state: _RunState, index: int) -> dict:
-        """The subagent calls a reply starts with run at the same time: each is permitted first (in order, as
-        `_call_tool` would), then the permitted ones start in threads (the loop waits for each in turn, so no
-        later call of the reply runs before they are done). {call id: (future or refusal, approval,
-        hook)} for `_call_tool` to finish; {} when there are fewer than two."""
-        from concurrent.futures import Future, ThreadPoolExecutor
-
-        runner = self._subagents
-        if runner is None:
-            return {}
-        limits = self.config.limits
-        runner.step, runner.parent_steps_left = index, limits.max_steps - state.steps
-        runner.cost_left = limits.max_cost - state.cost
-        chosen = []  # the reply's leading subagent calls: each copies the state before any other call runs
-        for number, call in enumerate(calls, 1):
-            if call.name != "subagent" or "apply" in call.arguments or number > limits.max_tool_calls_per_reply or \
-                    state.tool_calls + number > limits.max_tool_calls:
-                break
-            chosen.append(call)
-        if len(chosen) < 2:
-            return {}
-        started = {}
-        pool = ThreadPoolExecutor(len(chosen), thread_name_prefix="subagent")
-        for call in chosen:
-            refused, approval, hook = self._permit(call)
-            if refused is not None:
-                future: Future = Future()
-                future.set_result(refused)
-            else:
-                future = pool.submit(self.tools.call, call.name, call.arguments, context)
-            started[call.id] = (future, approval, hook)
-        pool.shutdown(wait=False)
-        return started
-
-    def _call_tool(self, call: ToolCall, context: ToolContext, early=None):
-        """The call's result, and whether it was allowed to run and by whom: ("accept" or "reject", "user",
-        "config", "hook" or "mode"), or ("", "") when no one had to decide. `early`: the call was permitted and
-        started already (_start_subagents)."""
-        if early is not None:
-            future, approval, hook = early
-            result = future.result()
-            if approval[0] == "reject" or (hook is not None and hook.block):
-                return result, approval
-            return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result), approval
-        refused, approval, _hook = self._permit(call)
-        if refused is not None:
-            return refused, approval
-        result = self.tools.call(call.name, call.arguments, context)
-        return hook_points.after_tool(self._hooks, call.name, call.arguments, call.id, result), approval
-
-    def _permit(self, call: ToolCall):
-        """(None, approval, hook) when the call may run, else (the refusal as a result, approval, hook)."""
-        from ..tools.base import ToolResult
-
-        if self._interrupted.is_set():
-            return ToolResult("Not run: the user interrupted the run.", error=True), ("", ""), None
-        if refused := refusal(self.tools, self.mode, call.name, call.arguments, self.only_tools):
-            return ToolResult(refused, error=True), ("reject", "mode"), None
-        vouched = self.mode == PLAN and not self.tools.opt_in(call.name)  # plan check: read-only, not asked
-        hook = self._hooks.pre_tool_use(call.name, call.arguments, call.id)  # hooks.py: allow | deny | ask
-        if hook.block:
-            return ToolResult(f"A PreToolUse hook blocked this call: {hook.reason}", error=True), ("reject", "hook"), hook
-        if hook.decision == "ask" and self.approver is None:
-            return ToolResult("Not run: a PreToolUse hook wants the user to approve this call, and no one is "
-                              f"there to approve it. {hook.reason}".rstrip(), error=True), ("reject", "hook"), hook
-        approval = ("accept", "hook") if hook.decision == "allow" else ("", "")
-        if self.approver is not None and hook.decision != "allow" and (not vouched or hook.decision == "ask"):
-            decided = self.approver(call, force=True) if hook.decision == "ask" else self.approver(call)
-            if not decided.allowed:
-                reason = f" Their reason: {decided.reason}" if decided.reason else ""
-                return (ToolResult(f"The user did not allow this call.{reason}", error=True), ("reject", decided.source),
-                        hook)
-            approval = ("accept", decided.source)
-        return None, approval, hook
-
-    def _stop_hook_continues(self, messages: list[dict], writer) -> bool:
-        """Stop hooks (hooks.py) may keep the run going after a submit: their reason is the next prompt."""
-        message = hook_points.stop_message(self._hooks, self.config.agent.prompts_dir)
-        if message is not None:
-            messages.append(message)
-            writer.append_messages([message])
-        return message is not None
-
-    def _complete(self, messages: list[dict], sampling: Sampling):
-        count = getattr(self.model, "count_tokens", estimate_tokens)
-        reserve = self.config.model.max_tokens or 4096
-        budget = max(1024, self.config.model.context_tokens - reserve)
-        for _attempt in range(3):
-            fitted = inline(fit_messages(messages, budget, count, keep=self._instructions), self.store.root)
-            try:
-                return self._ask_model(partial(self.model.complete, fitted, offered_specs(self.tools, self.mode, self.only_tools), sampling))
-            except ContextWindowExceeded:
-                budget = int(budget * 0.7)  # our estimate was optimistic: fit tighter and ask again
-        raise Stop(ExitStatus.MODEL_ERROR, "the conversation does not fit the model's context window even when elided")
-
-    def _ask_model(self, complete):
-        """A remote model's call is waited on, not sat in: an interrupt or the run's time limit ends the
-        run within a poll even while the server hangs (the call is abandoned). In-process models (no
-        `remote`) are called directly: their generation is bounded by max_tokens, and abandoning it
-        would leave it running on the weights."""
-        if not getattr(self.model, "remote", False):
-            return complete()
-
-        def stop_reason() -> str | None:
-            if self._interrupted.is_set():
-                return ExitStatus.INTERRUPTED
-            return ExitStatus.MAX_TIME if time.monotonic() >= self._deadline else None
-
-        try:
-            return call_cancellable(complete, stop_reason)
-        except Cancelled as cancelled:
-            if cancelled.reason == ExitStatus.INTERRUPTED:
-                raise Stop(ExitStatus.INTERRUPTED, "interrupted by the user while the model was answering") from None
-            raise Stop(ExitStatus.MAX_TIME, f"ran for more than {self.config.limits.max_seconds:g}s "
-                                   "(the model call in flight was abandoned)") from None
-
-    def _emit_patch(self, state, context: ToolContext, index: int, emit) -> None:
-        state.edited = False
-        try:
-            patch = context.sandbox.diff(exclude=context.settings.patch_exclude,
-                                         max_bytes=context.settings.max_patch_bytes)
-        except PatchTooLarge:
-            return  # the final patch says so; nothing that large is read or shown
-        if patch != state.patch:
-            state.patch = patch
-            emit(PatchChanged(step=index, patch=patch))
-
     @staticmethod
-    def _final_patch(sandbox: Sandbox, context: ToolContext, state: _RunState) -> str:
+    def _final_patch(sandbox: Sandbox, context: ToolContext, state: RunState) -> str:
         recover = getattr(sandbox, "recover", None)  # restarts processes; the files are kept
         for attempt in range(2):
             try:
@@ -531,16 +288,6 @@ class Agent:
         return state.patch  # the sandbox is gone: the last patch seen is the best we have
 
 
-@dataclass
-class _RunState:
-    steps: int = 0
-    cost: float = 0.0
-    format_errors: int = 0
-    tool_calls: int = 0  # run in this run (a resumed run counts again from 0)
-    edited: bool = False
-    patch: str = ""
-
-
 def enabled_tools(config: Config) -> set[str]:
     """The opt-in tools (`opt_in: true` in tools/*.yaml) the user's config turns on."""
     return ({"web_fetch"} if config.web_fetch.allow else set()) | ({"subagent"} if config.agent.subagents else set())
@@ -552,20 +299,7 @@ def _api_base(model: Model) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _answered_by(response) -> str:
-    """The model that answered as its server names it (an OpenAI-style reply's `model`), "" when not told."""
-    named = (response.raw or {}).get("model") if isinstance(response.raw, dict) else None
-    return named if isinstance(named, str) else ""
-
-
-def _tool_message(call, content: str) -> dict:
-    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
-
-
 def _stamped(event, run_id: str):
     event.run_id = run_id
     return event
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)

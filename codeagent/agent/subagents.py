@@ -18,6 +18,7 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import McpSettings
 from ..events import EventBus, ModelOutput, SubagentFinished, SubagentStarted
@@ -172,7 +173,7 @@ class fork:  # noqa: N801 - a context manager, used as `with fork(context) as sa
 
     def __init__(self, parent, patch: str):
         self.parent, self.patch = parent, patch
-        self.sandbox = None
+        self.sandbox: Any = None
 
     def __enter__(self):
         fresh, patch = getattr(self.parent, "fresh", None), self.patch

@@ -138,8 +138,8 @@ class Localizer:
                 df.update(set(tags.references) | {s.name for s in tags.symbols})
             self._document_frequency = df
         n = max(len(self.index.files), 2)
-        df = self._document_frequency.get(name, 0)
-        return min(1.0, max(0.0, math.log(n / (df + 1)) / math.log(n)))
+        count = self._document_frequency.get(name, 0)
+        return min(1.0, max(0.0, math.log(n / (count + 1)) / math.log(n)))
 
     def signals(self, issue_text: str, chat_files: Iterable[str] = ()) -> Signals:
         mentions = extract_mentions(issue_text)

@@ -9,6 +9,7 @@ import keyword
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 # A path with at least one known source extension: foo/bar.py, ./x.py, C:\a\b.py.
 _PATH = re.compile(r"(?<![\w/.\\-])((?:[A-Za-z]:)?[\w.\\/-]*[\w-]+\.(?:py|pyi|pyx))\b")
@@ -67,7 +68,7 @@ def extract_mentions(text: str) -> IssueMentions:
         seen_paths.setdefault(_clean_path(match.group(1)))
     mentions.paths = [p for p in seen_paths if p]
 
-    weights: Counter = Counter()
+    weights: Any = Counter()  # float weights: typeshed's Counter holds ints only
     code_parts = [m.group(0) for m in _FENCE.finditer(text)] + _INLINE_CODE.findall(text)
     for part in code_parts:
         for word in _IDENT.findall(part):

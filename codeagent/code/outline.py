@@ -150,7 +150,8 @@ def _enclosing_definition(node: Node, by_id: dict[int, Symbol]) -> Symbol | None
 
 def _with_wrappers(node: Node, wrapper_types: tuple[str, ...], parsed: ParsedFile) -> tuple[Node, tuple[str, ...]]:
     """The outermost wrapper (e.g. decorated_definition) and the wrapper parts' text (decorators)."""
-    outer, decorators = node, []
+    outer = node
+    decorators: list[str] = []
     while outer.parent is not None and outer.parent.type in wrapper_types:
         child = outer
         outer = outer.parent

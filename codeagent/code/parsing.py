@@ -87,4 +87,6 @@ def parse_file(path: str | Path, source: bytes | None = None) -> ParsedFile:
         raise LanguageUnavailable(f"no language registered for {Path(path).suffix or 'files without extension'}: {path}")
     if source is None:
         source = Path(path).read_bytes()
-    return parse_source(source, spec_for_source(path, source).name)
+    spec = spec_for_source(path, source)
+    assert spec is not None  # the extension is known (above)
+    return parse_source(source, spec.name)

@@ -109,7 +109,8 @@ def _row_file(source: str, format: str) -> list[dict[str, Any]]:
 def _tasks(rows: list[dict[str, Any]], entry: TaskFormat, source: str) -> list[Task]:
     if entry.to_task is None:
         raise TaskFormatError(f"{source}: {entry.name} is not a format of task files")
-    tasks, seen = [], {}
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
     for number, row in enumerate(rows, 1):
         task = entry.to_task(row, f"{source}: task {number}")
         if task.instance_id in seen:

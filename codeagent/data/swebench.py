@@ -136,7 +136,7 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
 
 def _validate_all(rows: list[Any], source: str, unit: str = "row",
                   numbers: list[int] | None = None) -> list[dict[str, Any]]:
-    out, seen = [], {}
+    out, seen = [], dict[str, int]()
     for number, row in zip(numbers or range(1, len(rows) + 1), rows):
         checked = validate_row(row, f"{source}: {_where(number, row, unit)}")
         instance = checked["instance_id"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import patches as patch_bytes
 from ..data.ids import check_distinct_folders
@@ -121,7 +121,7 @@ def _drive_shipped(batch: BatchDir, executor: Executor, fn, jobs: list, progress
                 report, fresh = batch.record_error(instance_id, str(exc)), True
             if not fresh:
                 _say(instance_id, "already graded (by another run): this result is ignored")
-                report = batch.instance(instance_id).report()
+                report = cast(dict, batch.instance(instance_id).report())  # the other run's, recorded
         if progress:
             progress(report)
 
@@ -205,7 +205,7 @@ def solve_task(task: Task, config_data: dict, instance_dir: Path) -> dict:
     # with candidates, solve() starts the next sandboxes while the model thinks (a warm pool)
     outcome = solve(agent_task, config, model, localize=False, sandbox_factory=sandboxes.start)
     result = outcome.result
-    prediction = {"instance_id": task.instance_id, "model_name_or_path": model.name, "model_patch": result.patch,
+    prediction: dict[str, Any] = {"instance_id": task.instance_id, "model_name_or_path": model.name, "model_patch": result.patch,
                   "trajectory_id": result.trajectory_id or None, "exit_status": result.exit_status,
                   "cost": result.cost, "steps": result.steps, "agent_seconds": round(result.seconds, 2)}
     if outcome.scaling is not None:

@@ -14,7 +14,15 @@ def with_progress(total: int, work, out: Path):
     from rich.markup import escape
 
     # the status names the last instance: the dataset's text, shown and never read as markup or escapes
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from rich.text import Text
 
     from ..visible import visible
@@ -37,7 +45,7 @@ def with_progress(total: int, work, out: Path):
                   BarOnly(TimeElapsedColumn()), TextColumn("{task.fields[status]}", markup=False), transient=False,
                   console=console) as progress:
         bar = progress.add_task("instances", total=total, status="")
-        rows: dict[str, int] = {}  # instance -> its progress row
+        rows: dict[str, TaskID] = {}  # instance -> its progress row
         printed: dict[str, int] = {}  # instance -> how many of its phases were printed (not on a terminal)
         lock = threading.Lock()  # the watcher thread and the results both update the rows
         done = threading.Event()

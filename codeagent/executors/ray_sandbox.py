@@ -19,7 +19,7 @@ class _Host:
     """The actor: opens the sandbox on its node and runs what the driver asks of it."""
 
     def __init__(self, opener: Callable[[], AbstractContextManager]):
-        self._context = opener()
+        self._context: AbstractContextManager | None = opener()
         self.box = self._context.__enter__()
 
     def info(self) -> tuple[str, str, str, int]:

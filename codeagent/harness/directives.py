@@ -62,4 +62,4 @@ def test_command(task: Task, spec: ResolvedSpec) -> str:
 
 # Named test_*, these would be collected by pytest when a test module imports them.
 for _function in (test_command, test_directives, test_files):
-    _function.__test__ = False  # type: ignore[attr-defined]
+    _function.__test__ = False  # type: ignore[union-attr]

@@ -149,7 +149,8 @@ def resolve(snap: RepoSnapshot, image: str | None = None, *, base: str | None = 
     if found is None:
         return Environment(None, f"environment: python (no other toolchain detected) on {base}")
     why = found.because + (f", {found.version_file}" if found.version_file and found.version_file != found.because else "")
-    started, built = time.monotonic(), []
+    started = time.monotonic()
+    built: list[str] = []
     if build:
         require_image(base)  # no base image: the same one line as any sandbox (`codeagent sandbox build`)
     from docker.errors import APIError

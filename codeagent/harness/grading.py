@@ -44,10 +44,11 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel, computed_field
 
-from codeagent.harness.log_parsers import FAILING, PASSING, parse_log
+from .log_parsers import FAILING, PASSING, parse_log
 
 START_MARKER = ">>>>> Start Test Output"
 END_MARKER = ">>>>> End Test Output"
@@ -87,12 +88,12 @@ class GradeReport(BaseModel):
     guard: str = ""  # "pytest": the log was checked against codeagent's pytest plugin (guard.py)
     tamper_evidence: list[str] = []  # where the log and what the guard saw disagree (never resolved then)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form
     @property
     def resolved(self) -> bool:
         return self.outcome is Outcome.RESOLVED
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def counts(self) -> dict[str, int]:
         return {"f2p_passed": len(self.f2p_passed), "f2p_total": len(self.fail_to_pass),
@@ -141,7 +142,7 @@ def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[
           abort_exit_codes: frozenset[int] = frozenset()) -> GradeReport:
     """Grade parsed statuses against the two lists; see the module docstring for the exact rule."""
     failing = sum(status in FAILING for status in statuses.values())
-    conflicts = getattr(statuses, "conflicts", set())
+    conflicts: set[str] = getattr(statuses, "conflicts", set())
     listed = list(dict.fromkeys([*fail_to_pass, *pass_to_pass]))
     common = {"exit_code": exit_code, "log_complete": log_complete,
               "tests_in_log": len(statuses), "failing_in_log": failing,
@@ -153,7 +154,7 @@ def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[
         return not_run(Outcome.HARNESS_ERROR, fail_to_pass, pass_to_pass, exit_code=exit_code,
                        reason="the test output is incomplete (no end marker)").model_copy(update=common)
 
-    report = {"fail_to_pass": {}, "pass_to_pass": {}, "f2p_passed": [], "f2p_failed": [],
+    report: dict[str, Any] = {"fail_to_pass": {}, "pass_to_pass": {}, "f2p_passed": [], "f2p_failed": [],
               "p2p_passed": [], "p2p_failed": []}
     for tests, key, passing in ((fail_to_pass, "f2p", PASSING), (pass_to_pass, "p2p", PASSING | {"SKIPPED"})):
         table = report["fail_to_pass" if key == "f2p" else "pass_to_pass"]
@@ -162,7 +163,7 @@ def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[
             table[test] = status or MISSING
             report[f"{key}_passed" if status in passing else f"{key}_failed"].append(test)
 
-    failing_before = getattr(statuses, "reported_failing", set())
+    failing_before: set[str] = getattr(statuses, "reported_failing", set())
     passed = set(report["f2p_passed"]) | set(report["p2p_passed"])
     common["masked_failures"] = [test for test in listed if test in passed
                                  and any(key in failing_before for key in _keys(statuses, test))]

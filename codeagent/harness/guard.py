@@ -94,7 +94,7 @@ class Guard:
 
 
 def read_records(raw: bytes, key: bytes) -> dict[str, Any]:
-    records = {"started": 0, "ended": 0, "tests": {}, "replaced": [], "unverified": 0, "exit": []}
+    records: dict[str, Any] = {"started": 0, "ended": 0, "tests": {}, "replaced": [], "unverified": 0, "exit": []}
     replaced: set[str] = set()
     for line in raw.splitlines():
         body, _, mac = line.rpartition(b" ")

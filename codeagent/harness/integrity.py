@@ -113,7 +113,7 @@ def _shadows(parts: list[str]) -> bool:
     return folder in SHADOW_FOLDERS and module in SHADOWED
 
 
-def _section_at(base_lines: list[str], line_number: int) -> str | None:
+def _section_at(base_lines: list[str], line_number: int) -> str:
     """The section a 1-based line of a base file lies in (the last header above it)."""
     for text in reversed(base_lines[:max(0, line_number - 1)]):
         header = _SECTION_HEADER.match(text)

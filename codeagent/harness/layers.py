@@ -106,6 +106,7 @@ def _put_files(container, files: dict[str, bytes]) -> None:
 
 
 def _copy_tree(container, layer: Layer) -> None:
+    assert layer.tree is not None
     with tempfile.TemporaryDirectory(prefix="codeagent-layer-") as tmp:
         tarball = Path(tmp) / "tree.tar"
         layer.tree.write_tar(tarball, prefix=layer.workdir)  # extracted at /: see write_tar

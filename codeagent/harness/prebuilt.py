@@ -233,7 +233,7 @@ class ImageTree(RepoSnapshot):
     exports it (`git archive` of codeagent-base, in a container with no network); what comes out is
     the image's word, which host_tree extracts as it does any repository's (files and folders only)."""
 
-    def write_tar(self, destination: Path) -> None:
+    def write_tar(self, destination: Path) -> None:  # type: ignore[override]  # no `prefix`: exported from its image as is
         from ..sandbox.docker import LABEL, owner_labels
         from ..sandbox.engine import docker_client
         from ..sandbox.errors import WorkspaceError

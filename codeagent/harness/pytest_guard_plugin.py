@@ -106,7 +106,7 @@ def _resolve(owner, dotted):
 
 
 def _watched():
-    found = []
+    found = []  # type: list
     for module_name, attributes in _WATCHED:
         module = sys.modules.get(module_name)
         for dotted in attributes if module is not None else ():
@@ -120,7 +120,7 @@ def _watched():
 
 
 _ORIGINAL = _watched()
-_replaced = set()
+_replaced = set()  # type: set
 
 
 def _check_replaced():
@@ -133,7 +133,7 @@ def _check_replaced():
 
 _SKIP = (pytest.skip.Exception, unittest.SkipTest)
 _XFAIL = pytest.xfail.Exception
-_raised = {}  # (node id, phase) -> the exception type the phase's hook raised, or None
+_raised = {}  # type: dict  # (node id, phase) -> the exception type the phase's hook raised, or None
 
 
 def _kind(exception_type):

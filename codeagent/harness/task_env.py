@@ -82,7 +82,8 @@ class TaskEnvironment:
                  box=None, progress: Callable[[str], None] | None = None, workspace=None):
         self.task, self.image, self.services, self.limits = task, image, list(services), limits
         self.workspace = workspace  # the tree is in `image`, not on this machine (prebuilt.py)
-        self.box, self._stack = box, None
+        self.box = box
+        self._stack: Any = None  # an ExitStack while this opened the sandbox
         self.progress = progress
         self._test_env = ""  # exports before the test command (the services' CA)
 
@@ -262,7 +263,7 @@ class _watch:
 
     def __init__(self, box, log_file: str, progress: Callable[[str], None] | None):
         self.box, self.log_file, self.progress = box, log_file, progress
-        self._thread = None
+        self._thread: Any = None
 
     def __enter__(self):
         import threading
@@ -277,6 +278,7 @@ class _watch:
         return self
 
     def _loop(self, container) -> None:
+        assert self.progress is not None  # __enter__ starts the loop only with one
         while not self._stop.wait(PROGRESS_EVERY):
             try:
                 _, output = container.exec_run(["tail", "-c", "400", self.log_file])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from codeagent.models.errors import (
+from .errors import (
     ContextWindowExceeded,
     ModelConfigError,
     ModelError,
@@ -16,9 +16,9 @@ from codeagent.models.errors import (
     ModelUnavailable,
     ReplayExhausted,
 )
-from codeagent.models.litellm_model import LiteLLMModel
-from codeagent.models.replay import ReplayModel, ScriptedModel
-from codeagent.models.types import Model, ModelResponse, Sampling, ToolCall, Usage
+from .litellm_model import LiteLLMModel
+from .replay import ReplayModel, ScriptedModel
+from .types import Model, ModelResponse, Sampling, ToolCall, Usage
 
 # `prefix:rest` model specs that are not litellm model names, as "module:factory". A factory is
 # called with `rest` and the options given to make_model.

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from codeagent.models.batching import BatchedTransformersEngine, pick_token
-from codeagent.models.errors import ContextWindowExceeded, ModelConfigError
-from codeagent.models.text_protocol import response_from_text
-from codeagent.models.types import ModelResponse, Sampling, Usage, tool_names
+from .batching import BatchedTransformersEngine
+from .errors import ContextWindowExceeded, ModelConfigError
+from .text_protocol import response_from_text
+from .token_sampling import pick_token
+from .types import ModelResponse, Sampling, Usage, tool_names
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class TransformersGenerator:
     exact. The reference the batched engine (models/batching.py, the default) is tested against, and the
     one-at-a-time baseline of bench/rollout_throughput.py: its lock serializes whole sequences.
 
-    Tokens and logprobs follow `pick_token` (models/batching.py), the rule of the batched engine.
+    Tokens and logprobs follow `pick_token` (models/token_sampling.py), the rule of the batched engine.
     The model is switched to eval mode (no dropout, LoRA dropout included) while it generates.
     """
 
@@ -201,7 +202,7 @@ class HFModel:
 
     def release(self, ids: list[int]) -> None:
         """A conversation ended with these ids (its last prompt + completion): the engine drops the KV it
-        kept for that conversation's next turn (models/batching.py, PrefixCache)."""
+        kept for that conversation's next turn (models/prefix_cache.py)."""
         release = getattr(self.generator, "release", None)
         if release is not None:
             release(ids)

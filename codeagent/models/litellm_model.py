@@ -17,27 +17,30 @@ whole only with an unstreamed reply.
 from __future__ import annotations
 
 import copy
-import email.utils
-import json
 import logging
 import os
 import random
-import socket
 import time
-import urllib.parse
 from typing import Any
 
-from codeagent.models import progress
-from codeagent.models.cancel import cancelled, on_cancel, pause
-from codeagent.models.errors import (
-    ContextWindowExceeded,
+from . import progress
+from .cancel import cancelled, pause
+from .errors import (
     ModelConfigError,
     ModelRequestError,
     ModelUnavailable,
 )
-from codeagent.models.text_protocol import response_from_text, to_text_messages
-from codeagent.models.tokens import estimate_tokens
-from codeagent.models.types import ModelResponse, Sampling, Usage, response_from_message, tool_names
+from .litellm_errors import (
+    PROBE_TIMEOUT,
+    _classify,
+    _connection_failed,
+    _endpoint,
+    _Retry,
+)
+from .litellm_wire import _read_stream, _server_gives_token_ids, _token_logprobs
+from .text_protocol import response_from_text, to_text_messages
+from .tokens import estimate_tokens
+from .types import ModelResponse, Sampling, Usage, response_from_message, tool_names
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,6 @@ PLACEHOLDER_API_KEY = "EMPTY"
 # A server that refuses the connection (or a name that does not resolve) is not busy: it is not there.
 # It gets this many quick attempts more (a server restarting), then the call fails naming host:port.
 CONNECT_RETRIES, CONNECT_BACKOFF = 2, 0.5
-PROBE_TIMEOUT = 10.0  # seconds the one request of `probe` may take
 
 
 def _import_litellm():
@@ -60,13 +62,6 @@ def _import_litellm():
         ) from error
     litellm.suppress_debug_info = True
     return litellm
-
-
-class _Retry(Exception):
-    def __init__(self, cause: Exception, wait_hint: float | None = None):
-        super().__init__(str(cause))
-        self.cause = cause
-        self.wait_hint = wait_hint
 
 
 class LiteLLMModel:
@@ -196,6 +191,7 @@ class LiteLLMModel:
     def _probe_server(self) -> None:
         import httpx
 
+        assert self.api_base is not None
         url = self.api_base.rstrip("/") + "/models"  # never sent a key: only whether anyone answers
         try:
             answer = httpx.get(url, timeout=PROBE_TIMEOUT / 2)
@@ -358,190 +354,3 @@ class LiteLLMModel:
             return float(litellm.completion_cost(completion_response=response, model=self.name))
         except Exception:  # no price known for this model
             return None
-
-
-def _read_stream(litellm, stream, messages: list[dict]):
-    """The streamed reply as one response (as litellm gives an unstreamed one), its deltas reported on
-    the way; the stream is closed if the caller gives up on the call."""
-    http = getattr(getattr(stream, "completion_stream", None), "response", None)
-    headers = getattr(http, "headers", None)
-    kind = headers.get("content-type", "") if hasattr(headers, "get") else ""
-    if kind.startswith("application/json"):  # a server that does not stream answered with the whole reply
-        try:
-            return litellm.ModelResponse(**json.loads(http.read()))
-        except ValueError as error:
-            raise _Retry(RuntimeError(f"the server's reply is not JSON: {error}")) from error
-    chunks = []
-    with on_cancel(lambda: _close(stream)):
-        try:
-            for chunk in stream:
-                if cancelled():
-                    break
-                chunks.append(chunk)
-                for choice in chunk.choices or []:
-                    delta = choice.delta
-                    if delta is None:
-                        continue
-                    if delta.content:
-                        progress.report(progress.TextDelta(delta.content))
-                    for call in delta.tool_calls or []:
-                        function = call.function
-                        progress.report(progress.ToolCallDelta(
-                            index=call.index or 0, call_id=call.id or "",
-                            name=(function.name if function else None) or "",
-                            arguments=(function.arguments if function else None) or ""))
-        finally:
-            _close(stream)
-    if cancelled():
-        raise RuntimeError("the streamed reply was abandoned")  # never seen: the caller has gone
-    if hasattr(stream, "received_finish_reason"):  # litellm closes every stream with a finish: the server's own
-        finished = stream.received_finish_reason or getattr(stream, "intermittent_finish_reason", None)
-    else:
-        finished = any(choice.finish_reason for chunk in chunks for choice in chunk.choices or [])
-    if not finished:
-        raise _Retry(RuntimeError(f"the stream ended before the reply did ({len(chunks)} chunks)"))
-    return litellm.stream_chunk_builder(chunks, messages=messages)
-
-
-TOKEN_ID_SERVERS = ("codeagent", "vllm")  # owned_by of the servers that answer with token ids and logprobs
-
-
-def _server_gives_token_ids(api_base: str) -> bool | None:
-    """Whether GET {api_base}/models names a server that gives token ids (None: nobody there yet, ask
-    again; a server too slow to list its models is taken as not giving them, and not asked again)."""
-    import httpx
-
-    try:
-        answer = httpx.get(api_base.rstrip("/") + "/models", timeout=PROBE_TIMEOUT / 2)
-        entries = answer.json()["data"] if answer.status_code == 200 else None
-    except httpx.TimeoutException:
-        return False
-    except httpx.HTTPError:
-        return None
-    except (ValueError, KeyError, TypeError):
-        return False
-    if not isinstance(entries, list):
-        return False
-    return any(isinstance(entry, dict) and entry.get("owned_by") in TOKEN_ID_SERVERS for entry in entries)
-
-
-def _close(stream) -> None:
-    """Close a streamed reply, from any thread: its socket is shut down first, which also wakes a read
-    blocked on it (closing the response alone may wait for that read)."""
-    http = getattr(getattr(stream, "completion_stream", None), "response", None)
-    network = (getattr(http, "extensions", None) or {}).get("network_stream")
-    sock = network.get_extra_info("socket") if hasattr(network, "get_extra_info") else None
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-    for closable in (getattr(stream, "completion_stream", None), getattr(stream, "response", None)):
-        close = getattr(closable, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - closing what may be half-read or already closed
-                pass
-
-
-def _token_logprobs(logprobs: dict | None) -> tuple[list[int] | None, list[float] | None]:
-    entries = (logprobs or {}).get("content") or []
-    if not entries:
-        return None, None
-    values = [entry.get("logprob") for entry in entries]
-    # vLLM with return_tokens_as_token_ids writes each token as "token_id:<int>".
-    ids = []
-    for entry in entries:
-        token = entry.get("token") or ""
-        if not token.startswith("token_id:"):
-            ids = None
-            break
-        ids.append(int(token.split(":", 1)[1]))
-    return ids, values
-
-
-CONNECTION_SIGNS = ("Connection refused", "Errno 111", "Name or service not known", "Cannot connect",
-                    "nodename nor servname", "Temporary failure in name resolution")
-
-
-def _connection_failed(error: BaseException | None) -> bool:
-    """No connection to the server at all: refused, or its name does not resolve. litellm reports that
-    under several types (InternalServerError, APIConnectionError), so the cause chain's text decides;
-    a timeout or a dropped stream is not this."""
-    seen = 0
-    while error is not None and seen < 8:
-        if isinstance(error, ConnectionRefusedError) or any(sign in str(error) for sign in CONNECTION_SIGNS):
-            return True
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return False
-
-
-def _endpoint(api_base: str | None) -> str:
-    """host:port of the server a model is asked at, as a refused connection should name it."""
-    if not api_base:
-        return "the provider's API (no api_base set)"
-    parts = urllib.parse.urlsplit(api_base if "//" in api_base else f"http://{api_base}")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return api_base
-    return f"{parts.hostname}:{port} (api_base {api_base})"
-
-
-def _retry_after(error: Exception) -> float | None:
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
-
-
-def _classify(litellm, error: Exception, model: str) -> _Retry:
-    """Return a _Retry for transient failures; raise the matching ModelError otherwise."""
-    e = litellm.exceptions
-    text = f"{type(error).__name__}: {error}"
-    if isinstance(error, e.ContextWindowExceededError):
-        raise ContextWindowExceeded(f"model {model!r}: {text}") from error
-    if isinstance(error, (e.AuthenticationError, e.PermissionDeniedError)):
-        raise ModelConfigError(
-            f"model {model!r} rejected the API key ({text}); check the key for this provider "
-            "(its environment variable)"
-        ) from error
-    if isinstance(error, e.NotFoundError):
-        raise ModelConfigError(
-            f"model {model!r} not found ({text}); check the model name and api_base"
-        ) from error
-    if isinstance(error, e.PaymentRequiredError):
-        raise ModelConfigError(f"model {model!r}: payment required ({text})") from error
-    if isinstance(error, e.LiteLLMUnknownProvider):
-        raise ModelConfigError(f"model {model!r}: {text}; name it as provider/model") from error
-    if "Missing credentials" in str(error) or "api_key client option must be set" in str(error):
-        raise ModelConfigError(f"model {model!r}: no API key ({text})") from error
-    if isinstance(error, ModuleNotFoundError):
-        raise ModelConfigError(
-            f"litellm needs a missing package ({error}); run: pip install 'codeagent[llm]'"
-        ) from error
-    transient = (
-        e.RateLimitError,
-        e.Timeout,
-        e.APIConnectionError,
-        e.InternalServerError,
-        e.ServiceUnavailableError,
-        e.BadGatewayError,
-    )
-    if isinstance(error, transient):
-        return _Retry(error, _retry_after(error))
-    status = getattr(error, "status_code", None)
-    if isinstance(status, int) and (status >= 500 or status in (408, 409, 429)):
-        return _Retry(error, _retry_after(error))
-    if isinstance(error, (e.BadRequestError, e.UnprocessableEntityError, e.APIError)) or (
-        isinstance(status, int) and 400 <= status < 500
-    ):
-        raise ModelRequestError(f"model {model!r}: request rejected: {text}") from error
-    raise error

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from codeagent.models.errors import ReplayExhausted
-from codeagent.models.text_protocol import response_from_text
-from codeagent.models.types import (
+from .errors import ReplayExhausted
+from .text_protocol import response_from_text
+from .types import (
     ModelResponse,
     Sampling,
     Usage,
@@ -22,10 +22,10 @@ class ReplayModel:
     """Plays back the assistant turns of a recorded trajectory, in order."""
 
     def __init__(self, trajectory: Any, name: str | None = None):
-        from codeagent.trajectory.schema import Trajectory
+        from ..trajectory.schema import Trajectory
 
         if isinstance(trajectory, (str, Path)):
-            from codeagent.trajectory.store import load_trajectory_file
+            from ..trajectory.store import load_trajectory_file
 
             trajectory = load_trajectory_file(trajectory)
         elif isinstance(trajectory, dict):
@@ -40,7 +40,7 @@ class ReplayModel:
         """`replay:PATH` (a trajectory file) or `replay:ID` (a trajectory in the default store)."""
         if Path(target).expanduser().exists():
             return cls(Path(target).expanduser())
-        from codeagent.trajectory.store import TrajectoryStore
+        from ..trajectory.store import TrajectoryStore
 
         return cls(TrajectoryStore().load(target))
 
@@ -89,7 +89,7 @@ class ScriptedModel:
     """A model for tests. Each turn is an assistant message dict, a reply in the text protocol
     (str), a ModelResponse, or a callable that gets the messages and returns one of those."""
 
-    def __init__(self, turns: list[Turn], name: str = "scripted", cost_per_turn: float | None = None):
+    def __init__(self, turns: Sequence[Turn], name: str = "scripted", cost_per_turn: float | None = None):
         self.name = name
         self.turns = list(turns)
         self.cost_per_turn = cost_per_turn

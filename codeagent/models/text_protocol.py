@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeagent.models.types import ToolCall, check_tool_name
+from .types import ToolCall, check_tool_name
 
 OPEN = "<tool_call>"
 CLOSE = "</tool_call>"
@@ -76,13 +76,13 @@ def _read_block(text: str, start: int) -> tuple[Any, int] | str:
     closing tag), or an error. The JSON is decoded first, so a closing tag inside a string value
     is harmless."""
     body_start = start + len(OPEN)
-    position = _FENCE_OPEN.match(text, body_start).end()
+    position = _FENCE_OPEN.match(text, body_start).end()  # type: ignore[union-attr]  # all optional: it matches
     try:
         payload, end = _DECODER.raw_decode(text, position)
     except json.JSONDecodeError:
         payload = _NOT_DECODED
     if payload is not _NOT_DECODED:
-        after = _FENCE_CLOSE.match(text, end).end()
+        after = _FENCE_CLOSE.match(text, end).end()  # type: ignore[union-attr]  # all optional: it matches
         if text.startswith(CLOSE, after):
             return payload, after + len(CLOSE)
     end = text.find(CLOSE, body_start)
@@ -209,7 +209,7 @@ def _foreign_format(text: str) -> str | None:
     return None
 
 
-def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
+def format_tool_call(name: str, arguments: dict[str, Any] | str) -> str:  # str: arguments that are not JSON
     return f"{OPEN}\n{json.dumps({'name': name, 'arguments': arguments})}\n{CLOSE}"
 
 
@@ -265,7 +265,7 @@ def response_from_text(
     text: str, known_tools: list[str] | None = None, max_calls: int | None = None, **fields: Any
 ):
     """A ModelResponse from a reply written in this protocol."""
-    from codeagent.models.types import ModelResponse
+    from .types import ModelResponse
 
     parsed = parse_tool_calls(text, tool_names=known_tools, max_calls=max_calls)
     error = parsed.error

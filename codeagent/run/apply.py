@@ -241,7 +241,7 @@ class _Git:
     nothing is written into the user's .git."""
 
     def __init__(self, prefix: list[str], objects: Path | None):
-        self.prefix, self.objects, self.env = prefix, objects, {}
+        self.prefix, self.objects, self.env = prefix, objects, dict[str, str]()
 
     def scratch(self, scratch: Path, base: RepoSnapshot | None) -> None:
         (scratch / "objects").mkdir()

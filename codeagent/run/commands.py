@@ -71,7 +71,7 @@ class CustomCommand:
 
 def command_folders(repo: str | Path | None, trusted: bool) -> tuple[list[Path], list[Path]]:
     """(folders read, in order: an earlier one wins a name; a repository's folders left out untrusted)."""
-    read, left = [user_config_folder() / "commands"], []
+    read, left = [user_config_folder() / "commands"], list[Path]()
     if repo is not None and Path(repo).is_dir():
         for folder in (Path(repo) / ".codeagent" / "commands", Path(repo) / ".claude" / "commands"):
             (read if trusted else left).append(folder)

@@ -83,7 +83,7 @@ def check_model(config: Config, timeout: float) -> list[Check]:
     if name.startswith(("replay:", "hf:")):
         return [Check("model", OK, f"{name} (runs here: no server, no key)")]
     try:
-        model_from_settings(config.model).check()
+        model_from_settings(config.model).check()  # type: ignore[attr-defined]  # a served model: LiteLLMModel
     except ModelConfigError as exc:
         return [Check("model", FAIL, str(exc).split(": set it")[0], _key_fix(str(exc)))]
     where = f" at {api_base}" if api_base else ""

@@ -4,6 +4,7 @@ or N candidates (the one rule: `samples_candidates`), the patch file; and findin
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,39 @@ def preflight(model: Model, paid: bool = False) -> None:
         check()
 
 
+MODEL_CHECK_THREAD = "codeagent-model-check"
+
+
+def model_check_running() -> bool:
+    """A model check is still going (its client's import): the process must not be torn down under it."""
+    return any(thread.name == MODEL_CHECK_THREAD and thread.is_alive() for thread in threading.enumerate())
+
+
+class ModelCheck:
+    """`preflight(model)` in a thread of its own, started as soon as the model is known: the model client's
+    import (litellm: seconds) and the check overlap the sandbox's start. `wait()` gives its error, if any, in
+    the caller's thread (Ctrl-C still lands there: the waiting is interruptible)."""
+
+    def __init__(self, model: Model):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._check, args=(model,), name=MODEL_CHECK_THREAD,
+                                        daemon=True)  # a Ctrl-C exit does not wait for an import
+        self._thread.start()
+
+    def _check(self, model: Model) -> None:
+        try:
+            preflight(model)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller by wait()
+            self._error = error
+
+    def wait(self) -> None:
+        while self._thread.is_alive():
+            self._thread.join(0.05)  # short waits: a signal's handler runs between them
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 def start_from_working_tree(task: Task) -> tuple[Task, str | None]:
     """A task on a local folder with no base commit starts from what the user sees: their working
     tree (uncommitted edits and untracked files that are not ignored), or the folder's files outside
@@ -134,35 +168,40 @@ def samples_candidates(config: Config, resume: Trajectory | None = None) -> bool
 def solve(task: Task, config: Config, model: Model, events: EventBus | None = None, *, replay: bool = False,
           resume: Trajectory | None = None, follow_up: str | None = None,
           sandbox_factory: SandboxFactory | None = None, localize: bool = True,
-          answers: bool = False) -> SolveOutcome:
+          answers: bool = False, check: ModelCheck | None = None) -> SolveOutcome:
     """Solve the task: one agent run, or config.scaling.candidates runs verified and one selected.
     `sandbox_factory` opens each sandbox (default: from config.sandbox on the task's repository);
     with candidates, through a warm pool of it. `answers`: someone reads the reply (`solve`, not a
-    batch): one run's plain reply without a tool call is an answer (`answered`), not a format error."""
+    batch): one run's plain reply without a tool call is an answer (`answered`), not a format error.
+    `check`: the model's check, started earlier (default: started now); the first sandbox starts while it
+    runs, and is removed if the check fails."""
     events = events or EventBus()
+    check = check or ModelCheck(model)
     if sandbox_factory is None:
         snap, options = snapshot(task.repo, task.base_commit), sandbox_options(config.sandbox)
         sandbox_factory = lambda: open_sandbox(snap, **options)  # noqa: E731
-    preflight(model)  # the sandboxes are opened lazily: a missing key is told before any is built
     if samples_candidates(config, resume):
         # the next sandboxes start while the model thinks (the engine's start is the cost); the ones
         # nobody took (candidates and verifiers done) are removed on the way out
         with WarmPool(sandbox_factory, ready=min(config.scaling.candidates, config.scaling.max_parallel)) as pool:
             hint = localization_hint(task, config) if localize else ""
+            check.wait()
             return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
-                      follow_up=follow_up, localization=hint, answers=answers)
+                      follow_up=follow_up, localization=hint, answers=answers, check=check)
 
 
 def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandbox_factory: SandboxFactory, *,
                replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str,
-               answers: bool = False) -> SolveOutcome:
+               answers: bool = False, check: ModelCheck | None = None) -> SolveOutcome:
     """One agent run in a new sandbox; with `resume`, that session continues: its patch is applied
     in the new sandbox first and `follow_up` is the next user turn."""
     agent = Agent(model, config, events=events)
     agent.interactive = answers
     with sandbox_factory() as sandbox:
+        if check is not None:
+            check.wait()
         if resume is not None:
             restore_patch(sandbox, resume.patch or "")
         result = agent.run(task, sandbox, localization=localization, replay=replay, resume=resume,
@@ -209,6 +248,7 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
         run = RunResult(ExitStatus.NO_CANDIDATE, result.selection.why, "", 0, 0.0, 0.0, "", "")
         patch_file = store.root / f"{task.instance_id}-no-candidate.patch"
     else:
+        assert chosen.trajectory_id is not None  # a usable candidate is a finished, stored run
         path = store.path_for(chosen.trajectory_id)
         try:
             trajectory = store.load(chosen.trajectory_id)

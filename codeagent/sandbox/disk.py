@@ -159,6 +159,7 @@ class DiskWatch:
             try:
                 if (used := self.used()) >= max(self.cap, self.idle_limit):
                     self.tripped_used, self.tripped_deleted = used, self.deleted
+                    assert self._idle_over_cap is not None  # _watch checks it before calling
                     self._idle_over_cap()  # frozen before anyone can see the flag and unfreeze
                     self.tripped = self.idle_tripped = True
             except Exception:

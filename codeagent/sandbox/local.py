@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import IO, cast
 
 from .errors import PatchTooLarge, SandboxDead, WorkspaceError, too_large_message
 from .protocol import FileEntry, diff_script, list_dir_command, parse_list_dir
@@ -32,19 +33,20 @@ class LocalTransport:
             ["bash", "--noprofile", "--norc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, cwd=workdir, env=environment, start_new_session=True,
         )
+        self.stdin, self.stdout = cast(IO[bytes], self.process.stdin), cast(IO[bytes], self.process.stdout)  # PIPEs
 
     def send(self, data: bytes) -> None:
         try:
-            self.process.stdin.write(data)
-            self.process.stdin.flush()
+            self.stdin.write(data)
+            self.stdin.flush()
         except (BrokenPipeError, ValueError):
             pass
 
     def recv(self, timeout: float) -> bytes | None:
-        ready, _, _ = select.select([self.process.stdout], [], [], max(timeout, 0))
+        ready, _, _ = select.select([self.stdout], [], [], max(timeout, 0))
         if not ready:
             return None
-        return os.read(self.process.stdout.fileno(), 1 << 16)
+        return os.read(self.stdout.fileno(), 1 << 16)
 
     def exit_code(self) -> int | None:
         try:
@@ -57,7 +59,7 @@ class LocalTransport:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        for stream in (self.process.stdin, self.process.stdout):
+        for stream in (self.stdin, self.stdout):
             try:
                 stream.close()
             except Exception:

@@ -1,39 +1,90 @@
-"""Bounded capture of command output: the head and the tail are kept, the middle is counted."""
+"""Bounded capture of command output: the head and the tail are kept, the middle is counted.
+
+Chunks are kept as they come (a read of the whole chunk is not copied; a slice of one is a view): a
+megabyte of output costs one join and one decode, not a copy per step."""
 
 from __future__ import annotations
+
+import sys
+from collections import deque
+
+# glibc serves an allocation over 128 KiB (dynamically more) with its own mmap and unmaps it when freed, so
+# every megabyte a command prints (the reads, their join, the decoded text) came in fresh pages: their page
+# faults cost more than the copies (0.7 of 1.7 ms of CPU for 1 MB, measured). Allocations up to MMAP_BELOW
+# are served from the heap instead, and up to TRIM_ABOVE of free memory is kept at its top.
+MMAP_BELOW, TRIM_ABOVE = 4 << 20, 16 << 20
+_allocator_tuned = False
+
+
+def _tune_allocator() -> None:
+    global _allocator_tuned
+    _allocator_tuned = True
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere (musl) there is none: nothing to tune
+    except (AttributeError, OSError):
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # malloc.h
+    mallopt(M_MMAP_THRESHOLD, MMAP_BELOW)
+    mallopt(M_TRIM_THRESHOLD, TRIM_ABOVE)
 
 
 class BoundedOutput:
     def __init__(self, limit_bytes: int):
+        if not _allocator_tuned:
+            _tune_allocator()
         self.head_limit = limit_bytes // 2
         self.tail_limit = limit_bytes - self.head_limit
-        self.head = bytearray()
-        self.tail = bytearray()
+        self._head: list[bytes | memoryview] = []
+        self._head_size = 0
+        self._tail: deque[bytes | memoryview] = deque()
+        self._tail_size = 0
         self.total = 0
 
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if not data:
+    def add(self, data: bytes | memoryview) -> None:
+        size = len(data)
+        if not size:
             return
-        self.tail += data
-        if len(self.tail) > 2 * self.tail_limit:  # trim in batches: amortised O(1) per byte
-            del self.tail[: len(self.tail) - self.tail_limit]
+        self.total += size
+        room = self.head_limit - self._head_size
+        if room > 0:
+            piece = data if size <= room else memoryview(data)[:room]
+            self._head.append(piece)
+            self._head_size += len(piece)
+            if size <= room:
+                return
+            data = memoryview(data)[room:]
+        self._tail.append(data)
+        self._tail_size += len(data)
+        while self._tail and self._tail_size - len(self._tail[0]) >= self.tail_limit:  # whole chunks out
+            self._tail_size -= len(self._tail.popleft())
+
+    @property
+    def head(self) -> bytes:
+        return b"".join(self._head)
+
+    @property
+    def tail(self) -> bytes:
+        """The last tail_limit bytes after the head (fewer when there are fewer)."""
+        if not self.tail_limit:
+            return b""
+        return b"".join(self._tail)[-self.tail_limit:]
 
     @property
     def elided(self) -> int:
-        return max(0, self.total - len(self.head) - min(len(self.tail), self.tail_limit))
+        return max(0, self.total - self._head_size - min(self._tail_size, self.tail_limit))
 
     def text(self) -> str:
         """The output; when its middle was dropped, the cut falls between lines where there are
         lines, and says how many bytes are left out."""
-        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
         if not self.elided:
-            return (bytes(self.head) + tail).decode("utf-8", errors="replace")
-        head = bytes(self.head)
+            whole = self._head + list(self._tail)
+            data = whole[0] if len(whole) == 1 else b"".join(whole)
+            return str(data, "utf-8", errors="replace")
+        head, tail = self.head, self.tail
         if b"\n" in head:
             head = head[: head.rindex(b"\n")]
         if b"\n" in tail[:-1]:

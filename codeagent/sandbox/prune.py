@@ -14,10 +14,11 @@ from typing import Literal
 from ..private_dirs import host_identity, remove_dead_owners
 from ..private_dirs import owner_alive as pid_alive
 from . import tree_cache
-from .docker import HOST_LABEL, LABEL, WORKSPACE_IMAGE
 from .engine import docker_client
 from .iodir import prune_io_dirs
+from .labels import HOST_LABEL, LABEL, owner_label
 from .workspace import trees_dir
+from .workspace_image import WORKSPACE_IMAGE
 
 Verdict = Literal["alive", "dead", "other host"]
 
@@ -56,8 +57,6 @@ def judge(labels: dict[str, str]) -> Verdict:
 
 def remove_own() -> int:
     """Remove the sandbox containers this process made (an interrupted run's leftovers)."""
-    from .docker import owner_label
-
     client = docker_client()
     containers = client.containers.list(all=True, filters={"label": [LABEL, f"codeagent.owner={owner_label()}"]})
     for container in containers:

@@ -61,7 +61,7 @@ class ShellSession:
     exhausted the pid limit)."""
 
     def __init__(self, open_transport: Callable[[], Transport], *, state_dir: str, workdir: str,
-                 kill_children: Callable[[int], bool], hard_reset: Callable[[], None],
+                 kill_children: Callable[..., bool], hard_reset: Callable[[], None],
                  output_limit: int = DEFAULT_OUTPUT_LIMIT):
         self._open_transport = open_transport
         self._kill_children = kill_children
@@ -173,9 +173,12 @@ class ShellSession:
         )
 
     def _read_until_marker(self, output: BoundedOutput, deadline: float | None):
-        """Feed output until the marker line: returns (exit_code, cwd), "eof" or "timeout"."""
+        """Feed output until the marker line: returns (exit_code, cwd), "eof" or "timeout".
+        The last len(marker) - 1 bytes are held back (a marker may be split between reads); a chunk
+        without the marker goes to `output` as it came, uncopied."""
         assert self._transport is not None
         marker = self._marker
+        keep = len(marker) - 1
         pending = b""
         while True:
             wait = None if deadline is None else deadline - time.monotonic()
@@ -188,14 +191,25 @@ class ShellSession:
             if chunk == b"":
                 output.add(pending)
                 return "eof"
-            data = pending + chunk
-            index = data.find(marker)
-            if index < 0:
-                keep = len(marker) - 1
-                output.add(data[:-keep] if len(data) > keep else b"")
-                pending = data[-keep:] if len(data) > keep else data
-                continue
-            output.add(data[:index])
+            seam = pending + chunk[:keep]  # a marker across the previous read and this one
+            index = seam.find(marker)
+            if index >= 0:
+                data = pending + chunk
+            else:
+                index = chunk.find(marker)
+                if index < 0 and len(chunk) < keep:  # a short read: the held-back bytes are in both
+                    seam = pending + chunk
+                    output.add(seam[:-keep])
+                    pending = seam[-keep:]
+                    continue
+                if index < 0:
+                    output.add(pending)
+                    output.add(memoryview(chunk)[:-keep])
+                    pending = chunk[-keep:]
+                    continue
+                output.add(pending)
+                data = chunk
+            output.add(memoryview(data)[:index])
             line = data[index + len(marker):]
             while b"\n" not in line:
                 more = self._transport.recv(5.0)

@@ -85,7 +85,7 @@ def snapshot_working_tree(top: Path, git_dir: Path | None, store: Path,
     with tempfile.TemporaryDirectory(prefix="codeagent-snapshot-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_OBJECT_DIRECTORY": str(store / "objects"),
                "GIT_LITERAL_PATHSPECS": "1"}
-        if git_dir is not None:
+        if objects is not None:  # in git
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = _quoted(objects)
             git = ["git", *SAFE_OPTIONS, "-C", str(top)]
             base = _head(git)

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import tree_cache
 from .errors import CloneFailed, WorkspaceError
@@ -226,7 +227,7 @@ def host_tree(snap: RepoSnapshot) -> Path:
         try:
             with tarfile.open(staging / "tree.tar") as tar:
                 plain = [member for member in tar if _file_or_folder(member)]
-                safety = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                safety: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
                 tar.extractall(staging / "tree", members=plain, **safety)
         except (OSError, tarfile.TarError) as exc:
             raise WorkspaceError(f"could not extract {snap.source}: {exc}") from exc

@@ -41,13 +41,14 @@ def apply_consensus(candidates: Sequence[Candidate], threshold: float = CONSENSU
     if len(totals) != 1:
         return set()
     total = int(totals.pop() or 0)
-    expected = expected_changes([_broken_ids(c.details["regression"]) for c in scored], total, threshold)
+    expected = expected_changes([ids for c in scored if (ids := _broken_ids(c.details["regression"])) is not None],
+                                total, threshold)
     if not expected:
         return expected
     kept = total - len(expected)
     for candidate in scored:
         report = candidate.details["regression"]
-        listed = set(_broken_ids(report))
+        listed = set(_broken_ids(report) or ())  # never None: `scored` has per-test results
         broken = max(len(listed - expected), int(report.get("broken_count") or 0) - len(listed & expected))
         report.setdefault("raw_score", report["score"])
         report["score"] = round(1 - broken / kept, 4) if kept else 1.0

@@ -77,11 +77,12 @@ def select(candidates: Sequence[Candidate], policy: str = "hybrid", *, read: Rea
     closeness = _closeness(usable) if soft_votes else {}
     soft = [("similarity", lambda c: closeness[c.index])] if soft_votes else []
 
+    steps: list[tuple[str, Callable[..., float]]]
     if policy == "vote":
         first: dict = {}
         for c in sorted(usable, key=lambda c: c.index):
             first.setdefault(classes[c.index], c.index)
-        steps: list[tuple[str, Callable[[Candidate], float]]] = [
+        steps = [
             ("votes", lambda c: votes[c.index]), *soft, ("the earliest class", lambda c: -first[classes[c.index]])]
     elif policy == "judge":
         steps, note = _present(usable, ["judge"])
@@ -153,7 +154,7 @@ def _score(candidate: Candidate, name: str) -> float:
     return MISSING if value is None else float(value)
 
 
-def _present(usable: list[Candidate], names: list[str]) -> tuple[list[tuple[str, Callable]], str]:
+def _present(usable: list[Candidate], names: list[str]) -> tuple[list[tuple[str, Callable[..., float]]], str]:
     """Ranking steps for the verifiers that scored at least one usable candidate; a note on the others."""
     steps, missing = [], []
     for name in names:

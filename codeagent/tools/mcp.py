@@ -1,6 +1,6 @@
 """MCP servers' tools beside the built-in ones, through the official `mcp` SDK.
 
-The servers come from the user's config or a trusted repository's (config.py never takes `mcp` from
+The servers come from the user's config or a trusted repository's (config/trust.py never takes `mcp` from
 an untrusted one). The SDK is async: every connection lives on one event-loop thread of its own,
 each server in one task that enters its transport and session and leaves them when told to close,
 so a stdio server's process is ended by the SDK's own shutdown. A server that does not start or
@@ -10,7 +10,7 @@ capped like any observation.
 A server's resources are read by the model through one read-only tool per server,
 `mcp__<server>__read_resource` (the resources it lists are in the tool's description); its prompts
 become the TUI's slash commands `/mcp__<server>__<prompt> args`, rendered by the server and sent as
-the user's message.
+the user's message. Their answers are turned into text in tools/mcp_text.py.
 """
 
 from __future__ import annotations
@@ -18,17 +18,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import os
 import re
-import shlex
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from .base import Tool, ToolContext, ToolResult
+from .mcp_text import content_text, contents_text, one_line, prompt_arguments, result_text
 from .text import truncate_middle
 
 NAME_LIMIT = 64  # what OpenAI-style function names allow
@@ -126,7 +125,7 @@ class McpServers:
             return ToolResult(f"The MCP tool {name!r} of {server!r} did not answer within {seconds:g}s.",
                               error=True, timed_out=True)
         except Exception as exc:  # noqa: BLE001 - whatever the server or transport did, the model hears it
-            return ToolResult(f"The MCP tool {name!r} of {server!r} failed: {_one_line(exc)}", error=True)
+            return ToolResult(f"The MCP tool {name!r} of {server!r} failed: {one_line(exc)}", error=True)
         text = result_text(result)
         return ToolResult(truncate_middle(text, limit) if text else "[no output]", error=bool(result.is_error))
 
@@ -143,8 +142,8 @@ class McpServers:
             return ToolResult(f"The MCP server {server!r} did not answer within {seconds:g}s.", error=True,
                               timed_out=True)
         except Exception as exc:  # noqa: BLE001 - an unknown URI, a server error: the model hears it
-            return ToolResult(f"Reading {uri} from {server!r} failed: {_one_line(exc)}", error=True)
-        text = "\n".join(_contents_text(item) for item in result.contents)
+            return ToolResult(f"Reading {uri} from {server!r} failed: {one_line(exc)}", error=True)
+        text = "\n".join(contents_text(item) for item in result.contents)
         return ToolResult(truncate_middle(text, limit) if text else "[empty resource]")
 
     def render_prompt(self, command: str, argument: str) -> str:
@@ -164,8 +163,8 @@ class McpServers:
         except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError):
             raise ValueError(f"the MCP server {server!r} did not answer within {self.call_timeout:g}s") from None
         except Exception as exc:  # noqa: BLE001 - said to the user
-            raise ValueError(f"/{command} failed: {_one_line(exc)}") from None
-        return "\n\n".join(_content_text(message.content) for message in result.messages).strip()
+            raise ValueError(f"/{command} failed: {one_line(exc)}") from None
+        return "\n\n".join(content_text(message.content) for message in result.messages).strip()
 
     def prompt_commands(self) -> list[tuple[str, str, str]]:
         """(slash name, arguments, description) of every prompt, for /help."""
@@ -229,17 +228,17 @@ class McpServers:
                     try:
                         listed[key] = await _all(method, field) if wanted else []
                     except Exception as exc:  # noqa: BLE001 - its tools are still there
-                        listed["problems"].append(f"its {key} could not be listed ({_one_line(exc)})")
+                        listed["problems"].append(f"its {key} could not be listed ({one_line(exc)})")
                 self.sessions[name] = session
                 ready.set_result(listed)
-                await self._stop.wait()
+                await cast(asyncio.Event, self._stop).wait()  # set by _start_all before any _serve
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
             raise
         except BaseException as exc:
             if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(_one_line(exc)))
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(one_line(exc)))
         finally:
             self.sessions.pop(name, None)
 
@@ -274,7 +273,7 @@ class McpServers:
         tools = []
         for item in listed:
             name = tool_name(server, item.name)
-            schema = item.input_schema if isinstance(item.input_schema, dict) else None
+            schema: dict[str, Any] | None = item.input_schema if isinstance(item.input_schema, dict) else None
             problem = None
             if len(name) > NAME_LIMIT:
                 problem = f"its name is longer than {NAME_LIMIT} characters"
@@ -284,13 +283,13 @@ class McpServers:
                 try:
                     jsonschema.validators.validator_for(schema).check_schema(schema)
                 except jsonschema.SchemaError as exc:
-                    problem = f"its input schema is invalid ({_one_line(exc.message)})"
+                    problem = f"its input schema is invalid ({one_line(exc.message)})"
             if problem:
                 self.warn(f"warning: MCP tool {item.name!r} of {server!r} is left out: {problem}")
                 continue
             description = (item.description or item.title or item.name).strip()
             tools.append(Tool(name=name, description=f"[MCP server {server}] {description}",
-                              parameters={"type": "object", **schema}, function=self._caller(server, item.name)))
+                              parameters={"type": "object", **(schema or {})}, function=self._caller(server, item.name)))
         return tools
 
     def _resource_tool(self, server: str, resources: list, templates: list) -> Tool:
@@ -319,7 +318,7 @@ class McpServers:
         return call
 
     def _explain(self, server: str, error: BaseException) -> str:
-        message = _one_line(error)
+        message = one_line(error)
         log = self._logs.get(server)
         if log is not None:
             with contextlib.suppress(OSError, ValueError):
@@ -351,69 +350,3 @@ async def _all(method, field: str) -> list:
         cursor = page.next_cursor
         if not cursor:
             return items
-
-
-def prompt_arguments(prompt, text: str) -> dict[str, str]:
-    """`a b`, `name=value` or both, mapped onto the prompt's arguments; the last one takes the rest
-    of the words. ValueError when a required one is missing or a name is unknown."""
-    names = [argument.name for argument in prompt.arguments or []]
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise ValueError(f"cannot read the arguments: {exc}") from None
-    given: dict[str, str] = {}
-    positional = []
-    for word in words:
-        key, equals, value = word.partition("=")
-        if equals and key in names:
-            given[key] = value
-        else:
-            positional.append(word)
-    free = [name for name in names if name not in given]
-    if positional and not free:
-        raise ValueError(f"too many arguments: the prompt takes {', '.join(names) or 'none'}")
-    for index, name in enumerate(free):
-        if index >= len(positional):
-            break
-        given[name] = " ".join(positional[index:]) if index == len(free) - 1 else positional[index]
-    missing = [argument.name for argument in prompt.arguments or [] if argument.required and argument.name not in given]
-    if missing:
-        raise ValueError(f"missing argument(s): {', '.join(missing)}")
-    return given
-
-
-def result_text(result) -> str:
-    """A tool result's content as text: text as it is, anything else summarized in one line."""
-    parts = [_content_text(item) for item in result.content or []]
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts)
-
-
-def _content_text(item) -> str:
-    kind = getattr(item, "type", "")
-    if kind == "text":
-        return item.text
-    if kind in ("image", "audio"):
-        return f"[{kind} content: {item.mime_type}, {len(item.data or '') * 3 // 4} bytes, not shown]"
-    if kind == "resource_link":
-        return f"[resource link: {item.uri}]"
-    if kind == "resource":
-        return _contents_text(item.resource)
-    return f"[{kind or 'unknown'} content, not shown]"
-
-
-def _contents_text(resource) -> str:
-    """A resource's contents: its text, or binary content summarized in one line."""
-    text = getattr(resource, "text", None)
-    if isinstance(text, str):
-        return text
-    return f"[resource {resource.uri}: {getattr(resource, 'mime_type', None) or 'binary'}, not shown]"
-
-
-def _one_line(error: BaseException | str) -> str:
-    while getattr(error, "exceptions", None):  # an exception group: its first cause
-        error = error.exceptions[0]
-    text = str(error) if isinstance(error, str) else (f"{type(error).__name__}: {error}" if str(error)
-                                                      else type(error).__name__)
-    return " ".join(text.split())[:500]

@@ -45,7 +45,7 @@ class WorkspaceMirror:
         if not self._own_root:
             self.root = Path(sandbox.workdir)
             return
-        self.base = host_tree(sandbox.snapshot)
+        self.base = host_tree(sandbox.snapshot)  # type: ignore[attr-defined]  # every sandbox but the local one has it
         self._held = tree_cache.hold(self.base)  # restores read it as long as the mirror lives
         remove_dead_owners(MIRROR_KIND)
         self.root = make_private_dir(MIRROR_KIND)

@@ -139,7 +139,7 @@ class _PinnedTLS(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
 def _get(parts: urllib.parse.SplitResult, address: str, max_bytes: int, deadline: float):

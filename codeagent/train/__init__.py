@@ -12,7 +12,8 @@ One job per module:
     grade.py      `codeagent traj grade`: stored runs graded by the harness into verdicts and rewards
     heldout.py    periodic pass@k evaluation on held-out tasks during GRPO
     memory.py     `train grpo --dry-run`: estimated memory per device, refusing what cannot fit
-    serve.py      an OpenAI-compatible chat endpoint with tool calling
+    serve.py      an OpenAI-compatible chat endpoint with tool calling: serve_chat.py the chat logic,
+                  serve_http.py the HTTP handler and its refusals, serve_schema.py the request's shape
     tiny.py toy.py   a tiny model built offline; the toy family's demonstrations and model (its tasks: data/toy.py)
     commands.py   `codeagent train sft|dpo|grpo` and `codeagent serve`
 

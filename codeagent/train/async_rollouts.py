@@ -224,6 +224,7 @@ class AsyncRollouts:
             if done:
                 self.buffer.put(Group(task.instance_id, list(results)))
 
+        assert self._pool is not None
         try:
             for index in range(self.group_size):
                 self._pool.submit(one, index)

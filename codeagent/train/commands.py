@@ -17,9 +17,8 @@ def _fail(message: str) -> None:
 def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
     import logging
 
-    from codeagent.interrupts import forget_handled_interrupt
-    from codeagent.models.errors import ModelConfigError
-
+    from ..interrupts import forget_handled_interrupt
+    from ..models.errors import ModelConfigError
     from . import TrainError
     from .recipe import load_recipe
 
@@ -176,7 +175,7 @@ class _TaskFormats(click.Choice):
 
     @property
     def choices(self):
-        from codeagent.data import FORMATS
+        from ..data import FORMATS
 
         return ("auto", *FORMATS)
 
@@ -203,8 +202,7 @@ def grade_command(ctx, ids, tasks, tasks_format, instance, force, similarity, st
     import fnmatch
     from pathlib import Path
 
-    from codeagent.trajectory.store import TrajectoryError, TrajectoryStore
-
+    from ..trajectory.store import TrajectoryError, TrajectoryStore
     from . import TrainError
     from .grade import grade_trajectories, load_tasks
     from .recipe import RewardsSection
@@ -252,9 +250,8 @@ def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_
           device: str | None, threads: int | None, max_request_mb: float, max_connections: int,
           allowed_hosts: tuple[str, ...]) -> None:
     """Serve a model (with its adapter) over an OpenAI-compatible chat API with tool calling."""
-    from codeagent.interrupts import forget_handled_interrupt
-    from codeagent.models.errors import ModelConfigError
-
+    from ..interrupts import forget_handled_interrupt
+    from ..models.errors import ModelConfigError
     from .serve import Server, load_served_model
 
     try:

@@ -46,7 +46,7 @@ class Selection:
 
 def open_store(data: DataSection):
     """The trajectory store, or the exported dataset `data.dataset` read as one."""
-    from codeagent.trajectory.store import TrajectoryStore
+    from ..trajectory.store import TrajectoryStore
 
     if data.dataset:
         return ExportedDataset(data.dataset)
@@ -79,7 +79,7 @@ class ExportedDataset:
         return rows
 
     def iter(self):
-        from codeagent.trajectory.schema import Trajectory
+        from ..trajectory.schema import Trajectory
 
         for number, row in enumerate(self._rows(), 1):
             try:
@@ -235,9 +235,10 @@ def dpo_rows(data: DataSection, tokenizer, *, max_length: int | None = None, sto
         if trajectory.resolved is not None:
             by_task[trajectory.task_key].append(trajectory)
     template = functools.cache(lambda: training_template(tokenizer))
-    from codeagent.trajectory.export import preferred
+    from ..trajectory.export import preferred
 
-    rows, skipped = [], Counter()
+    rows: list = []
+    skipped: Counter[str] = Counter()
     for group in by_task.values():
         winners = [t for t in group if preferred(t, data.allow_flagged)]  # a flagged run is never chosen
         losers = [t for t in group if not preferred(t, data.allow_flagged)]
@@ -293,7 +294,7 @@ def rl_tasks(data: DataSection, side: str | None = None) -> list[Any]:
     `data.held_out`, one side of the split: `side`, else `data.split`."""
     if not data.tasks:
         raise TrainError("grpo needs tasks: set data.tasks to a SWE-bench-format file, a dataset name, or toy")
-    from codeagent.data import DatasetError, load_tasks, split_tasks, task_repo
+    from ..data import DatasetError, load_tasks, split_tasks, task_repo
 
     try:
         tasks = load_tasks(data.tasks, data.tasks_format, slice=data.task_slice)

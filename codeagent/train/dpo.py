@@ -44,7 +44,7 @@ def _classes():
 
         def _set_signature_columns_if_needed(self):
             super()._set_signature_columns_if_needed()
-            self._signature_columns = list(dict.fromkeys([*self._signature_columns, *MASK_COLUMNS]))
+            self._signature_columns = list(dict.fromkeys([*self._signature_columns, *MASK_COLUMNS]))  # type: ignore[has-type]
 
     return MaskedDPOTrainer, MaskedPreferenceCollator
 

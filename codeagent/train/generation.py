@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from codeagent.models.batching import BatchingFront
-from codeagent.models.errors import ContextWindowExceeded
-
+from ..models.batching import BatchingFront
+from ..models.errors import ContextWindowExceeded
 from . import TrainError
 
 

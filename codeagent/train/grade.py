@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from codeagent.task import Task
-
+from ..task import Task
 from . import TrainError
 from .recipe import RewardsSection
 
@@ -21,7 +20,7 @@ Grader = Callable[[Task, str, Path], dict]
 
 
 def _harness_grade(task: Task, patch: str, folder: Path) -> dict:
-    from codeagent.harness.env_grade import grade_patch, say
+    from ..harness.env_grade import grade_patch, say
 
     return grade_patch(task, patch, folder, progress=lambda line: say(task.instance_id, line))
 
@@ -42,8 +41,7 @@ def task_for(trajectory, known: dict[str, Task]) -> Task | None:
 def grade_trajectories(store, trajectories: Iterable[Any], *, tasks: dict[str, Task], weights: RewardsSection,
                        output_dir: Path, force: bool = False, grade: Grader = _harness_grade) -> list[dict]:
     """Grade each run, store verification and rewards; one summary line (a dict) per run."""
-    from codeagent.harness import integrity
-
+    from ..harness import integrity
     from . import rewards
     from .rollout_results import infrastructure_failure
 
@@ -83,8 +81,8 @@ def grade_trajectories(store, trajectories: Iterable[Any], *, tasks: dict[str, T
 def load_tasks(path: str | None, format: str = "auto") -> dict[str, Task]:
     if not path:
         return {}
-    from codeagent.data import DatasetError
-    from codeagent.data import load_tasks as load
+    from ..data import DatasetError
+    from ..data import load_tasks as load
 
     try:
         return {task.instance_id: task for task in load(path, format)}

@@ -38,7 +38,7 @@ OWNED = {"temperature": "rollout.temperature", "top_p": "rollout.top_p", "reward
 def agent_config(recipe: Recipe):
     """The codeagent Config the rollouts run with: rollout.agent_config (a file, or `toy`) + rollout.set,
     with the sampling settings of the recipe."""
-    from codeagent.config import Config
+    from ..config import Config
 
     settings = recipe.rollout
     overrides = nest(settings.set)
@@ -97,8 +97,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
     from trl import GRPOTrainer
 
-    from codeagent.trajectory.store import TrajectoryStore
-
+    from ..trajectory.store import TrajectoryStore
     from . import rewards
     from .rollouts import Rollouts
 
@@ -122,7 +121,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     rollout_store = store or TrajectoryStore(recipe.rollout.store or recipe.data.store)
     rollouts = Rollouts(recipe, tasks, tokenizer, config, rollout_store)
     dataset = to_dataset([{"prompt": task.instance_id} for task in tasks])
-    evaluation = None
+    evaluation: Any = None  # a HeldOutEvaluation when the recipe asks for one
     callbacks = list(callbacks)
     if recipe.rollout.eval_every:
         if not recipe.data.held_out:
@@ -135,7 +134,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
                                        samples=recipe.rollout.eval_samples,
                                        write=lambda record: rollouts.on_eval(record) if rollouts.on_eval else None)
         callbacks.append(evaluation.callback)
-    trainer_class, rollout_func, publish = GRPOTrainer, rollouts, None
+    trainer_class, rollout_func, publish = GRPOTrainer, rollouts, None  # type: Any, Any, Any
     if recipe.rollout.asynchronous:
         trainer_class, rollout_func, publish = _asynchronous(recipe, rollouts, tasks)
         callbacks.append(publish)

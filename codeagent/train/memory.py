@@ -39,11 +39,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from codeagent.models.batching import DEFAULT_KV_CACHE_BYTES
-
+from ..models.batching import DEFAULT_KV_CACHE_BYTES
 from . import TrainError
 from .recipe import Recipe
 
@@ -156,7 +156,7 @@ def recipe_layout(recipe: Recipe) -> Layout:
 def model_shape(base: str) -> Shape:
     path = Path(base).expanduser() / "config.json"
     if path.is_file():
-        config = json.loads(path.read_text())
+        config: dict[str, Any] = json.loads(path.read_text())
     elif base in KNOWN_SHAPES:
         config = KNOWN_SHAPES[base]
     else:

@@ -25,8 +25,8 @@ CARD_FILE = "README.md"
 
 def load_base(recipe: Recipe):
     """(model, tokenizer) for training: the base model, with recipe.model.adapter loaded trainable."""
-    from codeagent.models.errors import ModelConfigError
-    from codeagent.models.hf import check_model_path, resolve_base
+    from ..models.errors import ModelConfigError
+    from ..models.hf import check_model_path, resolve_base
 
     try:
         import torch
@@ -288,7 +288,7 @@ def _versions() -> dict[str, str]:
         except Exception:
             pass
     try:
-        from codeagent import __version__
+        from .. import __version__
 
         versions["codeagent"] = __version__
     except Exception:
@@ -363,8 +363,8 @@ def merge_adapter(adapter: str | Path, output_dir: str | Path) -> Path:
     """The base model with `adapter` folded into its weights, saved with the tokenizer to `output_dir`:
     a plain model that a new adapter can be trained on (e.g. GRPO on top of an SFT adapter with
     other LoRA targets) or that a server without LoRA support can load."""
-    from codeagent.models.errors import ModelConfigError
-    from codeagent.models.hf import load_model_and_tokenizer, resolve_base
+    from ..models.errors import ModelConfigError
+    from ..models.hf import load_model_and_tokenizer, resolve_base
 
     adapter = Path(adapter).expanduser()
     if not (adapter / "adapter_config.json").is_file():

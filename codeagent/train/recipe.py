@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,7 +102,7 @@ class DataSection(_Strict):
     @field_validator("tasks_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        from codeagent.data import format_of
+        from ..data import format_of
 
         if value != "auto":
             format_of(value)  # a ValueError naming the known formats
@@ -168,8 +169,7 @@ class RewardsSection(_Strict):
     similarity: float = 0.0  # weight of the patch similarity to the gold patch (SWE-RL)
     steps: float = 0.0  # weight of the gated step reward (G-RA)
     steps_gate: float = 1.0  # step rewards count only when the outcome reward reaches this
-    step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = Field(
-        default_factory=lambda: ["well_formed", "tool_ok"])
+    step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = ["well_formed", "tool_ok"]
     # A patch that touches test infrastructure (conftest.py, test settings, test files: see
     # codeagent/harness/integrity.py) earns 0 on every component ("zero"), or is rewarded as graded ("allow").
     test_infrastructure: Literal["zero", "allow"] = "zero"
@@ -222,7 +222,7 @@ def resolve_recipe_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path
-    from codeagent.assets import asset_dir
+    from ..assets import asset_dir
 
     bundled = asset_dir("train")
     for candidate in (bundled / str(name_or_path), bundled / f"{name_or_path}.yaml"):
@@ -286,7 +286,7 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     return recipe
 
 
-def _explain(error: dict[str, Any]) -> str:
+def _explain(error: Mapping[str, Any]) -> str:
     location = ".".join(str(part) for part in error["loc"])
     if error["type"] == "extra_forbidden":
         parent, _, key = location.rpartition(".")

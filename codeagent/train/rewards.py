@@ -30,6 +30,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from .. import patches
@@ -99,7 +100,7 @@ def _command(call: dict) -> str:
     return str(arguments.get("command", "")) if isinstance(arguments, dict) else str(arguments or "")
 
 
-def step_rewards(trajectory, signals: list[str]) -> list[float]:
+def step_rewards(trajectory, signals: Sequence[str]) -> list[float]:
     """The immediate reward of each step: the mean of the chosen signals, in [0, 1]."""
     if not signals:
         return [0.0 for _ in trajectory.steps]

@@ -41,6 +41,10 @@ def infrastructure_failure(exit_status: str | None, outcome: str | None) -> str 
 class RolloutBatch:
     """The output half of `Rollouts` (rollouts.py): needs `recipe`, `tokenizer` and `components`."""
 
+    recipe: Any
+    tokenizer: Any
+    components: list[str]
+
     def to_trl(self, rollouts: list[Rollout], uniform: set[int] | None = None) -> dict[str, list]:
         """`uniform`: the members of uniform groups (uniform_group_members), worked out here if not given."""
         filler = self.tokenizer.eos_token_id
@@ -82,7 +86,7 @@ class RolloutBatch:
         entries, offset = _all_ranks(entries, getattr(trainer, "accelerator", None))
         members = []
         for group in self.groups(entries):
-            scored = [entries[i].total for i in group if entries[i].total is not None]
+            scored = [total for i in group if (total := entries[i].total) is not None]
             if scored and len({round(float(value), 9) for value in scored}) == 1:
                 members += [i - offset for i in group if 0 <= i - offset < len(rollouts)]
         return members

@@ -77,6 +77,7 @@ def chain_steps(steps: list[Any]) -> TokenSequence:
         sequence.logprobs += [float(value) for value in logprobs]
         if get(step, "finish_reason") == "length":
             sequence.truncated_steps += 1
+    assert sequence is not None  # steps is not empty
     return sequence
 
 
@@ -88,7 +89,7 @@ def has_token_ids(trajectory) -> bool:
 def has_generation_markers(template: str | None) -> bool:
     import re
 
-    return bool(template) and re.search(r"\{%-?\s*generation\s*-?%\}", template) is not None
+    return template is not None and re.search(r"\{%-?\s*generation\s*-?%\}", template) is not None
 
 
 def training_template(tokenizer) -> str | None:

@@ -30,13 +30,13 @@ def chat_template() -> str:
 
 def default_corpus() -> list[str]:
     """Text that looks like what the agent reads and writes: prompts, tool specs, code."""
-    from codeagent.assets import asset_dir
+    from ..assets import asset_dir
 
     texts = [chat_template()]
     for folder, pattern in (("prompts", "*.j2"), ("tools", "*.yaml")):
         texts += [path.read_text() for path in sorted(asset_dir(folder).glob(pattern))]
     try:
-        from codeagent.tools.registry import ToolRegistry
+        from ..tools.registry import ToolRegistry
 
         texts += [json.dumps(spec) for spec in ToolRegistry().specs()]
     except Exception:  # the registry is a nicety for the corpus, never a requirement

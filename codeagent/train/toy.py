@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from codeagent.assets import asset_path
-from codeagent.data.toy import family, toy_tasks
-from codeagent.nested import deep_merge
+from ..assets import asset_path
+from ..data.toy import family, toy_tasks
+from ..nested import deep_merge
 
 # The demonstrations restate the requested operation with the operator they use (`set -- VERB=OP`)
 # and the edit takes the operator from that word (`${1#*=}`): the operator is written once, right
@@ -30,7 +30,7 @@ VERBS_EDIT = 'set -- {verb}={operator}; sed -i "s|%|${{1#*=}}|" *.py'
 
 def toy_config(**overrides: Any):
     """The codeagent Config for toy runs (evals/toy/agent.yaml, prompts resolved to the bundled folder)."""
-    from codeagent.config import Config
+    from ..config import Config
 
     data = yaml.safe_load(asset_path("evals", "toy", "agent.yaml").read_text())
     data["agent"]["prompts_dir"] = str(asset_path("evals", "toy", "prompts"))
@@ -65,12 +65,11 @@ def record_demonstrations(store_dir: str | Path, operators_per_task: dict[str, l
     back in the order of the tasks and their operators."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from codeagent.agent.loop import Agent
-    from codeagent.models import ScriptedModel
-    from codeagent.sandbox import open_sandbox
-    from codeagent.trajectory.store import TrajectoryStore
-
+    from ..agent.loop import Agent
     from ..harness.env_grade import grade_in_sandbox
+    from ..models import ScriptedModel
+    from ..sandbox import open_sandbox
+    from ..trajectory.store import TrajectoryStore
 
     store = TrajectoryStore(store_dir)
     config = toy_config()
@@ -111,9 +110,8 @@ def balanced_operators(tasks: list, candidates: list[str]) -> dict[str, list[str
 
 def toy_corpus(store_dir: str | Path | None = None) -> list[str]:
     """Text for a toy model's tokenizer: the default corpus plus the toy conversations as rendered."""
-    from codeagent.trajectory.store import TrajectoryStore
-
     from ..models.hf import template_messages
+    from ..trajectory.store import TrajectoryStore
     from .tiny import build_tokenizer, default_corpus
 
     texts = default_corpus() + [asset_path("evals", "toy", "family.yaml").read_text()]

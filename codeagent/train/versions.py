@@ -67,7 +67,7 @@ class PolicyVersions:
             old, self._current = self._current, snapshot
             self.published.append(version)
             retire = old is not None and old.users == 0
-        if retire:
+        if retire and old is not None:
             self._retire(old)
 
     @contextmanager

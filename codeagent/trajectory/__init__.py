@@ -1,5 +1,13 @@
 """Trajectories: the schema of a run's record, the append-only store, and exports.
 
+    schema.py     the Trajectory, its steps and totals
+    store.py      the append-only JSONL store: writing records, listing and finding trajectories
+    reading.py    a store file folded back into a Trajectory; trajectory JSON / JSONL files
+    errors.py     TrajectoryError
+    export.py     SFT / DPO / RL exports
+    sessions.py   sessions to resume
+    commands.py   `codeagent traj ...`
+
 Names are loaded on first access so that importing `codeagent.trajectory.commands` (for the CLI)
 does not import pydantic.
 """
@@ -14,11 +22,11 @@ _EXPORTS = {
     "ToolCallStats": "schema",
     "Totals": "schema",
     "Trajectory": "schema",
-    "TrajectoryError": "store",
+    "TrajectoryError": "errors",
     "TrajectoryFilter": "store",
     "TrajectoryStore": "store",
     "TrajectoryWriter": "store",
-    "load_trajectory_file": "store",
+    "load_trajectory_file": "reading",
 }
 
 __all__ = list(_EXPORTS)

@@ -26,7 +26,7 @@ def _filter_options(command):
 
 
 def _make_filter(instance, model_name, exit_status, resolved, group_id):
-    from codeagent.trajectory.store import TrajectoryFilter
+    from .store import TrajectoryFilter
 
     return TrajectoryFilter(
         instance=instance, model=model_name, exit_status=exit_status, resolved=resolved,
@@ -35,7 +35,7 @@ def _make_filter(instance, model_name, exit_status, resolved, group_id):
 
 
 def _store(ctx: click.Context):
-    from codeagent.trajectory.store import TrajectoryStore
+    from .store import TrajectoryStore
 
     return TrajectoryStore(ctx.obj["store_dir"])
 
@@ -81,7 +81,7 @@ def _console():
 
 def _resolve(store, ref: str) -> str:
     """A trajectory id from the id, a unique prefix, or a unique suffix (the short id the TUI shows)."""
-    from codeagent.trajectory.store import TrajectoryError
+    from .store import TrajectoryError
 
     try:
         return store.resolve(ref)
@@ -110,7 +110,7 @@ def ls_command(ctx, instance, model_name, exit_status, resolved, group_id, limit
     from rich.table import Table
     from rich.text import Text
 
-    from codeagent.visible import visible
+    from ..visible import visible
 
     store = _store(ctx)
     trajectories = store.list(_make_filter(instance, model_name, exit_status, resolved, group_id))
@@ -156,10 +156,10 @@ def show_command(ctx, trajectory_id: str, max_chars: int) -> None:
     from rich.markup import escape
     from rich.syntax import Syntax
 
-    from codeagent import patches
-    from codeagent.text import head_tail
-    from codeagent.trajectory.store import TrajectoryError
-    from codeagent.visible import visible
+    from .. import patches
+    from ..text import head_tail
+    from ..visible import visible
+    from .store import TrajectoryError
 
     store = _store(ctx)
     try:
@@ -212,7 +212,7 @@ def show_command(ctx, trajectory_id: str, max_chars: int) -> None:
 def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved, group_id,
                    include_unresolved, max_pairs, allow_flagged) -> None:
     """Export trajectories as raw JSONL, or SFT / DPO datasets."""
-    from codeagent.trajectory import export
+    from . import export
 
     store = _store(ctx)
     trajectories = store.list(_make_filter(instance, model_name, exit_status, resolved, group_id))

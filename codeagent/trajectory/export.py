@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from codeagent.trajectory.schema import Trajectory
-from codeagent.trajectory.store import dumps_record
+from .schema import Trajectory
+from .store import dumps_record
 
 Predicate = Callable[[Trajectory], bool]
 

@@ -3,7 +3,8 @@
 Records: a header, then step / messages / update / verification / rewards records. Each record is
 written with a single write() of one whole line, then fsync'd, so a crash loses at most the record
 being written and never damages the ones before it. Loading folds the records into a Trajectory
-and skips (with a warning naming file and line) any line that is not a complete record.
+and skips (with a warning naming file and line) any line that is not a complete record
+(trajectory/reading.py).
 """
 
 from __future__ import annotations
@@ -19,18 +20,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from codeagent import patches
-from codeagent.private_dirs import ensure_private
-from codeagent.trajectory.schema import (
-    SCHEMA_VERSION,
+from .. import patches
+from ..private_dirs import ensure_private
+from .errors import TrajectoryError
+from .reading import fold_records, load_trajectory_file
+from .schema import (
     UPDATABLE_FIELDS,
     Step,
     Trajectory,
     new_trajectory_id,
     utc_now,
 )
+
+# the names other modules import from here (errors and reading hold them)
+__all__ = ["DEFAULT_DIR_ENV", "HEADER_FIELDS", "TrajectoryError", "TrajectoryFilter", "TrajectoryStore",
+           "TrajectoryWriter", "default_store_dir", "dumps_record", "load_trajectory_file"]
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +47,6 @@ HEADER_FIELDS = (
     "schema_version", "id", "created", "task", "config", "model", "api_base", "sampling", "tools",
     "messages", "group_id", "candidate_index", "parent_id", "parent_step", "policy_version",
 )
-
-
-class TrajectoryError(Exception):
-    """A trajectory cannot be found, written, or read."""
 
 
 def default_store_dir() -> Path:
@@ -175,106 +177,6 @@ class TrajectoryWriter:
 
     def __del__(self) -> None:
         self.close()
-
-
-def _read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        last = number == len(lines)  # no newline after it: the write was cut short
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise ValueError(f"a record must be a JSON object, got {type(record).__name__}")
-        except ValueError as error:
-            reason = "truncated last line (interrupted write)" if last else f"corrupt line ({error})"
-            log.warning("%s:%d: skipped %s", path, number, reason)
-            continue
-        yield number, record
-
-
-def fold_records(path: Path) -> Trajectory:
-    """Build a Trajectory from a store file."""
-    trajectory: Trajectory | None = None
-    wall_seconds = None
-    for number, record in _read_records(path):
-        kind = record.get("record")
-        where = f"{path}:{number}"
-        try:
-            if kind == "header":
-                if trajectory is not None:
-                    log.warning("%s: skipped a second header record", where)
-                    continue
-                header = record.get("trajectory") or {}
-                version = header.get("schema_version", SCHEMA_VERSION)
-                if version > SCHEMA_VERSION:
-                    raise TrajectoryError(
-                        f"{where}: written with trajectory schema {version}, this codeagent reads "
-                        f"up to {SCHEMA_VERSION}; upgrade codeagent"
-                    )
-                trajectory = Trajectory(**header)
-            elif trajectory is None:
-                log.warning("%s: skipped a %s record that comes before the header", where, kind)
-            elif kind == "step":
-                messages = record.get("messages") or []
-                step = Step(
-                    **record["step"],
-                    first_message=len(trajectory.messages),
-                    message_count=len(messages),
-                )
-                trajectory.messages.extend(messages)
-                trajectory.steps.append(step)
-            elif kind == "messages":
-                trajectory.messages.extend(record.get("messages") or [])
-            elif kind == "update":
-                fields = dict(record.get("fields") or {})
-                wall_seconds = fields.pop("wall_seconds", wall_seconds)
-                for name, value in fields.items():
-                    if name in UPDATABLE_FIELDS:
-                        setattr(trajectory, name, value)
-            elif kind == "verification":
-                trajectory.verification.update(record.get("results") or {})
-            elif kind == "rewards":
-                trajectory.rewards.update(record.get("rewards") or {})
-            else:
-                log.warning("%s: skipped a record of unknown type %r", where, kind)
-        except (ValidationError, KeyError, TypeError) as error:
-            log.warning("%s: skipped an invalid %s record: %s", where, kind, error)
-    if trajectory is None:
-        raise TrajectoryError(f"{path}: no valid header record; this is not a trajectory file")
-    trajectory.compute_totals(wall_seconds)
-    return trajectory
-
-
-def load_trajectory_file(path: str | Path) -> Trajectory:
-    """Read a store file, a trajectory JSON file, or an exported JSONL holding one trajectory."""
-    path = Path(path)
-    if not path.is_file():
-        raise TrajectoryError(f"no trajectory file at {path}")
-    with path.open("rb") as handle:
-        first = handle.readline()
-    try:
-        first_record = json.loads(first)
-    except ValueError:
-        first_record = None
-    if isinstance(first_record, dict) and "record" in first_record:
-        return fold_records(path)
-    # json.loads, not model_validate_json: a patch's undecodable bytes are \udcXX escapes,
-    # which pydantic's strict JSON parser rejects.
-    try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".json":
-            return Trajectory.model_validate(json.loads(text))
-        rows = [line for line in text.splitlines() if line.strip()]
-        if len(rows) != 1:
-            raise TrajectoryError(
-                f"{path} holds {len(rows)} trajectories; pass a file holding exactly one"
-            )
-        return Trajectory.model_validate(json.loads(rows[0]))
-    except (ValidationError, ValueError) as error:
-        raise TrajectoryError(f"{path} is not a trajectory file: {error}") from error
 
 
 @dataclass

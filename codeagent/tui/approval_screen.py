@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -32,7 +32,7 @@ class ApprovalScreen(ModalScreen[Decision]):
     ApprovalScreen #reason.-shown { display: block; }
     """
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "once", "allow once"),
         Binding("a", "always", "always allow"),
         Binding("n", "deny", "deny"),
@@ -104,4 +104,4 @@ class ApprovalScreen(ModalScreen[Decision]):
         self.answer(Decision("deny", self.query_one("#reason", Input).value.strip()))
 
     def action_interrupt(self) -> None:
-        self.app.action_interrupt()  # denies this request and closes the dialog
+        self.app.action_interrupt()  # type: ignore[attr-defined]  # CodeagentApp's: denies this request and closes the dialog

@@ -4,6 +4,7 @@ Up and Down move, Enter or Tab take the highlighted entry, Esc closes it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -22,7 +23,7 @@ class Entry:
     kind: str  # command | path
 
 
-def command_entries(typed: str, extra: list[tuple[str, str, str]] = ()) -> list[Entry]:
+def command_entries(typed: str, extra: Sequence[tuple[str, str, str]] = ()) -> list[Entry]:
     """`/mo` -> /model, /mode: the commands whose name starts with what follows the `/`, then the `extra`
     ones (name, arguments, what: custom commands, MCP servers' prompts)."""
     word = typed.removeprefix("/").lower()

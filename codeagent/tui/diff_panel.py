@@ -10,7 +10,7 @@ from pygments.util import ClassNotFound
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -119,7 +119,7 @@ class PatchScreen(ModalScreen[None]):
     PatchScreen #hint { color: $text-muted; }
     PatchScreen VerticalScroll { height: 1fr; }
     """
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape,q", "close", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "close")]
 
     def __init__(self, title: str, patch: str, hint: str):
         super().__init__()

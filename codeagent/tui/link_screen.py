@@ -7,7 +7,7 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -37,7 +37,7 @@ class LinkScreen(ModalScreen[bool]):
     LinkScreen #buttons { height: auto; margin: 1 0 0 0; }
     LinkScreen #buttons Button { margin: 0 1 0 0; }
     """
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "open", "open"),
         Binding("n,escape", "cancel", "cancel"),
     ]

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -27,7 +27,7 @@ class PickScreen(ModalScreen[str | None]):
     PickScreen OptionList { height: auto; max-height: 20; border: none; padding: 0; }
     PickScreen #hint { color: $text-muted; }
     """
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "close", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "close")]
 
     def __init__(self, title: str, columns: str, rows: list[tuple[str, str]], hint: str):
         """`rows`: (key, line); the key is what Enter returns."""

@@ -77,11 +77,13 @@ class PromptInput(TextArea):
     def _take(self, entry: Entry) -> None:
         start, end = self._replaced
         self.replace(entry.value, start, end)
+        assert self.menu is not None  # only the open popup's entries are taken
         self.menu.hide()
 
     def _menu_key(self, key: str) -> bool:
         """A key the open popup takes: True when it was handled here."""
         menu = self.menu
+        assert menu is not None  # called only while the popup is open
         if key in ("up", "down"):
             menu.move(-1 if key == "up" else 1)
             self._moved = True

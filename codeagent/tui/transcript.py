@@ -21,7 +21,7 @@ SUMMARY_CHARS = 1000
 MIN_SUMMARY = 12
 TITLE_INSET = 4  # the title's padding and its ▶
 LEVEL_STYLES = {"info": "dim", "success": "green", "warning": "yellow", "error": "bold red"}
-STATUS_ICONS = {ExitStatus.SUBMITTED: ("✓", "green"), ExitStatus.INTERRUPTED: ("■", "yellow"),
+STATUS_ICONS: dict[str, tuple[str, str]] = {ExitStatus.SUBMITTED: ("✓", "green"), ExitStatus.INTERRUPTED: ("■", "yellow"),
                 ExitStatus.ANSWERED: ("●", "cyan"), ExitStatus.EMPTY_SUBMISSION: ("○", "yellow")}
 
 
@@ -128,7 +128,7 @@ class ToolBlock(Collapsible):
         self._output = Static(Content("…"), classes="body")
         children = [self._edit, self._output] if self._edit else [self._output]
         self._status = ("running…", "yellow")
-        super().__init__(*children, title=self._label(0), collapsed=True)
+        super().__init__(*children, title=self._label(0), collapsed=True)  # type: ignore[arg-type]  # a Content title: Textual renders it
 
     def _label(self, width: int | None = None) -> Content:
         status, style = self._status
@@ -137,7 +137,7 @@ class ToolBlock(Collapsible):
         return Content.assemble((summary, "bold"), (" · ", "dim"), (status, style))
 
     def on_resize(self) -> None:
-        self.title = self._label()
+        self.title = self._label()  # type: ignore[assignment]  # Textual renders a Content title
 
     def finish(self, event: Observed) -> None:
         if event.approval == "reject":  # someone's choice (the user's, a hook's), not a failure
@@ -154,7 +154,7 @@ class ToolBlock(Collapsible):
             status, style = ("error" if event.error else "ok") + f" · {event.seconds:.2f}s", \
                 "red" if event.error else "green"
         self._status = status, style
-        self.title = self._label()
+        self.title = self._label()  # type: ignore[assignment]
         self._output.update(Content(visible(event.output.rstrip("\n")) or "(no output)"))
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Button, Static
@@ -22,7 +22,7 @@ class TrustApp(App[bool | None]):
     #buttons { height: auto; margin: 1 0 0 0; }
     #buttons Button { margin: 0 1 0 0; }
     """
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "trust", "trust"),
         Binding("n", "ignore", "not now"),
         Binding("escape", "ignore", "not now"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -20,10 +21,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from codeagent import patches
-from codeagent.trajectory import TrajectoryError, TrajectoryStore
-from codeagent.visible import visible
-
+from .. import patches
+from ..trajectory import TrajectoryError, TrajectoryStore
+from ..visible import visible
 from . import data
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -90,7 +90,7 @@ def json_response(payload: Any, status: int = 200) -> Response:
                     media_type="application/json")
 
 
-def create_app(store_dir: str | Path | None, token: str, evals: list[Path] = (), training: list[Path] = ()) -> Guard:
+def create_app(store_dir: str | Path | None, token: str, evals: Sequence[Path] = (), training: Sequence[Path] = ()) -> Guard:
     store = TrajectoryStore(store_dir)
     evals, training = [Path(p) for p in evals], [Path(p) for p in training]
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, finalize=_finalize,

@@ -11,10 +11,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from codeagent import patches
-from codeagent.evals.batch import summarize
-from codeagent.evals.runner import InstanceState, error_report, is_error
-from codeagent.trajectory import Trajectory, TrajectoryFilter, TrajectoryStore
+from .. import patches
+from ..evals.batch import summarize
+from ..evals.runner import InstanceState, error_report, is_error
+from ..trajectory import Trajectory, TrajectoryFilter, TrajectoryStore
 
 
 class QueryError(ValueError):
@@ -259,7 +259,7 @@ def eval_report(folder: Path) -> dict[str, Any]:
             report = error_report(path.name, "no report: the run did not finish this instance")
         rows.append(report)
     totals = summarize(rows)
-    costs = [r.get("cost") for r in rows if isinstance(r.get("cost"), (int, float))]
+    costs = [r["cost"] for r in rows if isinstance(r.get("cost"), (int, float))]
     failures = [{"instance_id": r["instance_id"], "outcome": str(r.get("outcome") or ("error" if is_error(r) else "?")),
                  "reason": str(r.get("reason") or r.get("exit_status") or ""),
                  "trajectory_id": r.get("trajectory_id") if isinstance(r.get("trajectory_id"), str) else None}

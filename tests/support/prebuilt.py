@@ -3,20 +3,22 @@ of the official SWE-bench images, SWE-smith's and R2E-Gym's, pushed under the na
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
-import socket
 import subprocess
 import tarfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-CALC_BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
-CALC_FIXED = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+from tests.support.calc import CALC_BUGGY, CALC_FIXED
+from tests.support.processes import free_port
+
 FIX = """diff --git a/calc.py b/calc.py
 --- a/calc.py
 +++ b/calc.py
@@ -59,12 +61,6 @@ EOF
 REPO_INIT = "cd /testbed && git init -q && git add -A && git commit -q -m base\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _registry_binary() -> str | None:
     found = shutil.which("docker-registry")
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):  # what scripts/setup.sh does
@@ -74,14 +70,14 @@ def _registry_binary() -> str | None:
     return found
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    """host:port of a fresh registry on the loopback (Docker treats 127.0.0.0/8 as insecure: plain HTTP)."""
+@contextlib.contextmanager
+def local_registry(root: Path) -> Iterator[str]:
+    """host:port of a fresh registry on the loopback, its storage under `root` (Docker treats 127.0.0.0/8 as
+    insecure: plain HTTP). Skips the test where Debian's docker-registry cannot be installed."""
     binary = _registry_binary()
     if binary is None:
         pytest.skip("Debian's docker-registry package cannot be installed here (scripts/setup.sh installs it)")
-    root = tmp_path_factory.mktemp("registry")
-    port = _free_port()
+    port = free_port()
     config = root / "config.yml"
     config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
                       f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n")

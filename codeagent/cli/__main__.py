@@ -1,0 +1,5 @@
+"""`python -m codeagent.cli`."""
+
+from . import main
+
+main()

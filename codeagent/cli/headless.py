@@ -1,0 +1,119 @@
+"""`codeagent solve --headless`: progress (or JSON events) on stderr, the patch on stdout, an exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import EXIT_EMPTY, EXIT_FAILED, EXIT_MODEL, EXIT_OK, _user_errors, exit_code
+from .issue import attach_images, custom_command, read_issue_file, task_from_flags
+
+
+def solve_headless(repo, issue_text, issue_file, example, commit, config_file, overrides, session, as_json,
+                    apply_patch, trust, images=(), json_deltas=False) -> None:
+    from pathlib import Path
+
+    from .. import patches
+    from ..config import load_config
+    from ..events import EventBus
+    from ..models import ModelConfigError, ModelError
+    from ..run.apply import WriteThrough
+    from ..run.apply import apply_patch as apply_to_tree
+    from ..run.printers import JsonPrinter, ProgressPrinter
+    from ..run.solve import (
+        ModelCheck,
+        continue_with_session_model,
+        load_session,
+        resolve_model,
+        samples_candidates,
+        start_from_working_tree,
+    )
+    from ..run.solve import solve as run_solve
+    from ..run.telemetry import subscribe_telemetry
+    from ..sandbox import snapshot
+    from ..status import ExitStatus
+    from ..task import Task
+    from ..visible import visible
+
+    resumed = load_session(load_config(None, None), session, repo) if session else None
+    task = Task.model_validate(resumed.task) if resumed else task_from_flags(repo, issue_text, issue_file, example, commit)
+    follow_up = (issue_text or (read_issue_file(issue_file) if issue_file else None)) if resumed else None
+    config = load_config(task.repo if Path(task.repo).is_dir() else None, config_file, overrides, trust=trust)
+    if resumed is not None:
+        continue_with_session_model(config, resumed, overrides)
+    if follow_up is not None:
+        follow_up = custom_command(config, task.repo, follow_up)
+    elif not example:
+        task = task.model_copy(update={"problem_statement": custom_command(config, task.repo, task.problem_statement)})
+    model, replay = resolve_model(config, example)
+    check = ModelCheck(model)  # the model client's import (seconds) overlaps the rest: the sandbox's start
+    if images and follow_up is not None:
+        follow_up = attach_images(follow_up, images, config, model)
+    elif images:
+        task = task.model_copy(update={"problem_statement": attach_images(task.problem_statement, images, config,
+                                                                           model)})
+    if config.sandbox.kind == "local":
+        click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
+    if resumed is None and not example:
+        with _user_errors():
+            task, started_from = start_from_working_tree(task)
+        if started_from:
+            click.echo(f"codeagent · {started_from}", err=True)
+    events = EventBus(JsonPrinter(deltas=json_deltas) if as_json else ProgressPrinter(compact=samples_candidates(config, resumed)))
+    writer = None
+    if config.agent.write_through and not example and Path(task.repo).is_dir() and \
+            not samples_candidates(config, resumed):
+        with _user_errors():
+            base = snapshot(task.repo, task.base_commit) if task.base_commit else None
+        writer = WriteThrough(task.repo, base, lambda text: click.echo(text, err=True),
+                              maybe_applied=resumed.patch if resumed is not None else None)
+        events.subscribe(writer)
+    subscribe_telemetry(events)  # CODEAGENT_ENABLE_TELEMETRY=1 (run/telemetry.py)
+    if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
+        click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
+    if not example:  # the repository's toolchain (or sandbox.image), said in one line
+        from ..run.repo_env import with_repository_environment
+
+        with _user_errors():
+            config = with_repository_environment(config, task.repo, task.base_commit,
+                                                 lambda line: click.echo(f"codeagent · {line}", err=True))
+    try:
+        outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up,
+                            answers=True, check=check)
+    except ModelConfigError:
+        raise  # exit 3 (_user_errors)
+    except ModelError as error:  # the check before any sandbox (a run's own model errors end the run): a
+        click.echo(f"error: {visible(str(error))}", err=True)  # server that is not there, one line
+        sys.exit(EXIT_MODEL)
+    result = outcome.result
+    if not as_json:  # exact bytes when piped (`> fix.patch`); on a terminal shown, not obeyed
+        if sys.stdout.isatty():
+            click.echo(visible(patches.for_display(result.patch)), nl=False)
+        else:
+            patches.to_stdout(result.patch)
+    if result.record_lost:  # the work is kept all the same: the patch below says where
+        click.echo(f"warning: the trajectory was not saved whole: {result.record_lost}", err=True)
+    moved = f" (not beside its trajectory: {outcome.patch_moved})" if outcome.patch_moved else ""
+    if not result.patch.strip():
+        if not as_json:
+            click.echo("no patch: the run changed no file", err=True)
+    elif outcome.patch_file is None:
+        click.echo(f"warning: no file could hold the patch{moved}; it is on stdout only", err=True)
+    elif not as_json or moved:
+        click.echo(f"patch written to {outcome.patch_file}{moved}", err=True)
+    if result.exit_status == ExitStatus.EMPTY_SUBMISSION and not as_json:
+        click.echo(f"the agent submitted an empty patch: exit code {EXIT_EMPTY}", err=True)
+    code = exit_code(result.exit_status)
+    if apply_patch and result.patch.strip():
+        if example or not Path(task.repo).is_dir():
+            click.echo("--apply: the repository is not a local working tree; use the patch file", err=True)
+            code = code or EXIT_FAILED
+        else:
+            base = snapshot(task.repo, task.base_commit) if task.base_commit else None
+            earlier = resumed.patch if resumed is not None else None  # perhaps applied already: clean too
+            applied = apply_to_tree(task.repo, result.patch, base=base, maybe_applied=earlier,
+                                    applied=writer.applied if writer is not None else None)
+            click.echo(applied.message + ("" if applied.applied else f"; the patch is in {outcome.patch_file}"), err=True)
+            code = code or (EXIT_OK if applied.applied else EXIT_FAILED)
+    sys.exit(code)

@@ -1,0 +1,87 @@
+"""What a solve is asked: the issue from the flags or a file, a custom command (`/name args`), attached images."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import EXIT_USAGE
+
+
+def task_from_flags(repo, issue_text, issue_file, example, commit):
+    from ..task import Task
+
+    if example:
+        from ..run.examples import example_as_task
+
+        return example_as_task(example)
+    if not (issue_text or issue_file):
+        return None
+    text = issue_text or read_issue_file(issue_file)
+    if not text.strip():
+        raise click.UsageError("the issue text is empty")
+    return Task(repo=repo, problem_statement=text, base_commit=commit)
+
+
+def absolute_if_local(repo: str) -> str:
+    from pathlib import Path
+
+    path = Path(repo).expanduser()
+    return str(path.resolve()) if path.is_dir() else repo
+
+
+def read_issue_file(path: str) -> str:
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise click.BadParameter("standard input is not UTF-8 text", param_hint="--issue-file") from None
+    try:
+        return open(path, encoding="utf-8").read()
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{path} is not UTF-8 text", param_hint="--issue-file") from None
+    except OSError as error:
+        raise click.BadParameter(f"{path}: {error.strerror or error}", param_hint="--issue-file") from None
+
+
+def custom_command(config, repo: str, text: str) -> str:
+    """`/name args` naming a custom command (run/commands.py): its body, rendered; its allowed-tools
+    become the tools this run offers. Any other text is returned as it is."""
+    from pathlib import Path
+
+    from ..run.commands import custom_commands, find_command
+    from ..run.session.slash import COMMANDS
+    from ..tools.registry import available_tools
+
+    if not text.lstrip().startswith("/"):
+        return text
+    commands = custom_commands(config, repo if Path(repo).is_dir() else None, reserved=COMMANDS,
+                               warn=lambda line: click.echo(line, err=True))
+    found = find_command(commands, text)
+    if found is None:
+        return text
+    command, arguments = found
+    click.echo(f"codeagent · /{command.name} from {command.source}", err=True)
+    if command.allowed_tools:
+        config.agent.tools = command.tool_names(config.agent.tools or available_tools())
+    return command.render(arguments)
+
+
+def attach_images(text: str, paths, config, model) -> str:
+    """The message with the images' markers (agent/images.py); a model that takes no images, or a
+    file that is not an image or too large, is a one-line usage error (exit 2) before anything runs."""
+    from ..agent.images import ImageError, attach, store_image
+    from ..models.vision import image_refusal
+    from ..trajectory.store import TrajectoryStore
+
+    refused = image_refusal(model)
+    root = TrajectoryStore(config.trajectory_root()).root
+    try:
+        if refused:
+            raise ImageError(refused)
+        return attach(text, [store_image(path, root) for path in paths])
+    except (ImageError, OSError) as error:  # one line, before any sandbox is built
+        click.echo(f"error: --image: {error}", err=True)
+        sys.exit(EXIT_USAGE)
