@@ -1,7 +1,7 @@
 """Hooks: the user's own commands run at points of a run, with the contract of Claude Code's hooks.
 
 Events: PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, from the user's config or a
-trusted repository's (config.py never takes `hooks` from an untrusted one). A hook gets the event
+trusted repository's (config/trust.py never takes `hooks` from an untrusted one). A hook gets the event
 as JSON on stdin — the only way the model's data (tool input, tool output) reaches it; the command
 line is the user's, never built from that data. Exit 0: done (stdout may be JSON that decides);
 exit 2: blocking, stderr is the reason; any other exit, a crash or a timeout: reported to the user,

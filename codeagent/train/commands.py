@@ -275,7 +275,7 @@ def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_
 
 
 def main() -> None:
-    """`python -m codeagent.train.commands train ...|serve ...` before the groups are mounted in cli.py."""
+    """`python -m codeagent.train.commands train ...|serve ...` before the groups are mounted in cli/__init__.py."""
     import signal
 
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwind: sandboxes removed
