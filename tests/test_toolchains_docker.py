@@ -149,3 +149,24 @@ def test_no_base_image_is_the_sandboxs_own_one_line(tmp_path):
 
     with pytest.raises(ImageMissing, match="codeagent sandbox build"):
         resolve(snapshot(repo_of("go", tmp_path)), base="codeagent/base:no-such-suite-000000000000")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_the_tui_session_s_sandbox_has_the_toolchain_and_says_so(tmp_path):
+    """The interactive session (the TUI's and ACP's) opens its sandbox in the repository's environment too."""
+    from .support.scripted import call
+    from .support.session import Recorder, make_session
+
+    repo, recorder = repo_of("go", tmp_path), Recorder()
+    session, _ = make_session(repo, [call("bash", command="go version && go test ./..."), call("submit")],
+                              tmp_path, recorder, mode="full-auto")
+    try:
+        session.submit("Run the tests.")
+        assert session.wait_idle(300)
+    finally:
+        session.close()
+    assert any(text.startswith("environment: go 1.19 (go.mod)") for text in recorder.notices()), recorder.notices()
+    outputs = " ".join(str(getattr(event, "output", "")) for event in recorder.events)
+    assert "go version go1." in outputs and "ok" in outputs, outputs[-2000:]

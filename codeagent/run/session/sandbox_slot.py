@@ -10,13 +10,16 @@ from ...config import Config
 from ...sandbox import Sandbox, SandboxError, open_sandbox, sandbox_options, snapshot
 from ...sandbox.restore import restore_patch
 from ...task import Task
+from ..repo_env import repository_environment
 
 
 class SandboxSlot:
-    def __init__(self, config: Config, on_change: Callable[[], None]):
-        """`on_change()` is called whenever the state changes."""
+    def __init__(self, config: Config, on_change: Callable[[], None], say: Callable[[str], None] = lambda _: None):
+        """`on_change()` is called whenever the state changes; `say(line)` tells which environment the
+        sandbox runs in (the repository's toolchain: run/repo_env.py)."""
         self.config = config
         self.on_change = on_change
+        self.say = say
         self.sandbox: Sandbox | None = None
         self.state = "none"
         self.opening = False
@@ -28,7 +31,10 @@ class SandboxSlot:
         self.opening = True
         self.set_state("starting")
         try:
-            sandbox = open_sandbox(snapshot(task.repo, task.base_commit), **sandbox_options(self.config.sandbox))
+            snap, options = snapshot(task.repo, task.base_commit), sandbox_options(self.config.sandbox)
+            if options["kind"] == "docker":  # the repository's toolchain, unless sandbox.image says otherwise
+                options["image"] = repository_environment(snap, self.config.sandbox.image, self.say).image
+            sandbox = open_sandbox(snap, **options)
             try:
                 if patch.strip():
                     restore_patch(sandbox, patch)
