@@ -179,21 +179,24 @@ def test_ctrl_c_while_the_sandbox_is_prepared_exits_130(when, server, make_repo,
     assert "Aborted!" not in stderr.text and "Traceback" not in stderr.text
 
 
-def test_ctrl_c_inside_an_exec_while_a_library_is_imported_still_exits_130(tmp_path, env):
+@pytest.mark.parametrize("where, patch", [
+    ("the model check", "import codeagent.run.solve as m\nm.preflight = lambda model, paid=False: {raise_}\n"),
+    ("a run", "import codeagent.agent.step as m\nm.Stepping._ask_model = lambda self, complete: {raise_}\n"),
+])
+def test_ctrl_c_inside_an_exec_still_exits_130(where, patch, tmp_path, env):
     """A Ctrl-C that lands in code run by exec() (dataclasses does that while litellm is imported) left
-    CPython's 'unhandled' mark set: after printing 'interrupted' the process killed itself with SIGINT
-    (-2). Made deterministic here: the model check raises KeyboardInterrupt from an exec(), and the
-    command runs as `python -m` (the way that mark is read at exit)."""
+    CPython's 'unhandled' mark set: after the interrupt was handled (by the CLI, or by the run, which
+    ends `interrupted`) the process killed itself with SIGINT (-2). Made deterministic here: a
+    KeyboardInterrupt raised from an exec(), in a command run as `python -m` (the way that mark is read
+    at exit)."""
     (tmp_path / "interrupt_in_exec.py").write_text(
-        "import sys\n"
-        "import codeagent.run.solve as solve\n"
-        "solve.preflight = lambda model, paid=False: exec('raise KeyboardInterrupt')\n"
-        "sys.argv = ['codeagent', 'solve', '--headless', '--example', 'cart']\n"
+        "import sys\n" + patch.format(raise_="exec('raise KeyboardInterrupt')")
+        + "sys.argv = ['codeagent', 'solve', '--headless', '--example', 'cart']\n"
         "from codeagent.cli import main\n"
         "main()\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = run([sys.executable, "-m", "interrupt_in_exec"], {**env, "PYTHONPATH": root}, cwd=tmp_path)
-    assert proc.returncode == 130, proc.stderr
+    assert proc.returncode == 130, (where, proc.stderr)
     assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -47,7 +47,6 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            forget_handled_interrupt()
             click.echo("interrupted", err=True)
             _remove_own_sandboxes()
             ctx.exit(EXIT_INTERRUPTED)
@@ -129,7 +128,6 @@ def main() -> None:
         cli(prog_name="codeagent")
         code = 0
     except KeyboardInterrupt:
-        forget_handled_interrupt()
         click.echo("interrupted", err=True)
         code = EXIT_INTERRUPTED
     except SystemExit as done:
@@ -146,6 +144,7 @@ def _leave(code) -> None:
     (threads joined, atexit handlers, streams flushed) and the process ends without the teardown."""
     import gc
 
+    forget_handled_interrupt()  # any Ctrl-C was handled by now (here, by the CLI or by a run that ended `interrupted`)
     _flush()
     if not _model_check_running():
         gc.freeze()
