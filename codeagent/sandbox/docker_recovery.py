@@ -146,9 +146,15 @@ class DockerRecovery:
         """Kill every process in the sandbox and start a new shell (cwd and exported variables
         restored); the files are kept. For a sandbox that a runaway made unusable."""
         self._check_open()
-        self._hard_reset()
-        self.shell.close()
-        self.shell.start(restore=True)
+        for attempt in (1, 2):  # a runaway can outlive one reset (the engine's kill timed out): a second one
+            self._hard_reset()
+            self.shell.close()
+            try:
+                self.shell.start(restore=True)
+                return
+            except SandboxDead:
+                if attempt == 2:
+                    raise
 
     def _kill_children(self, pid: int, itself: bool = False) -> bool:
         """Kill the shell's process tree (`itself`: the shell too); False (so the caller resets the whole
