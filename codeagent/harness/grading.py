@@ -5,7 +5,12 @@ The rule, in the order it is applied:
 1. Run state. A run that timed out is `timeout`; a run whose log is incomplete (no end marker:
    killed, crashed, lost) is `harness_error`. Neither is ever resolved. `patch_apply_failed` is
    made by `not_run()`, as the harness never gets to the tests.
-2. No results. A log from which the parser read no test at all is `unresolved`.
+2. No results. A log from which the parser read no test at all is `unresolved`; but when the task
+   lists tests and the log shows nothing of the parser's tool either (none of its `MARKERS`: not its
+   test runner's lines, not its build's errors), the log is in an unknown format and the run is a
+   `harness_error` naming the parser: the environment ran something else, never resolved. A build the
+   patch broke still prints its compiler's errors, so it stays `unresolved`. The Python parsers have
+   no markers: their verdicts are as before.
 3. Consistency with the exit status (a patch cannot pass by printing fake PASSED lines). If the test
    command's exit code is known and nonzero, the log must report at least one FAILED or ERROR
    test, ANY test, listed or not: otherwise the log does not describe the run that happened, and
@@ -168,6 +173,11 @@ def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[
     common["masked_failures"] = [test for test in listed if test in passed
                                  and any(key in failing_before for key in _keys(statuses, test))]
     if not statuses:
+        parser = getattr(statuses, "parser", "")
+        if listed and getattr(statuses, "format_seen", None) is False:
+            return GradeReport(outcome=Outcome.HARNESS_ERROR, **common, **report,
+                               reason=f"the log is not in the format of log parser {parser!r}: no test result "
+                                      f"and no output of its test runner or build")
         return GradeReport(outcome=Outcome.UNRESOLVED, reason="no test results in the log", **common, **report)
     if exit_code in abort_exit_codes:
         return GradeReport(outcome=Outcome.UNRESOLVED, consistent=False, **common, **report,

@@ -46,6 +46,9 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Literal
 
+from . import log_parsers_c, log_parsers_go, log_parsers_java, log_parsers_js, log_parsers_ruby_php, log_parsers_rust
+from .log_parsers_base import clean as _clean
+
 
 class TestStatus(str, Enum):
     PASSED = "PASSED"
@@ -79,6 +82,9 @@ class Statuses(dict):
         super().__init__()
         self.conflicts: set[str] = set()
         self.reported_failing: set[str] = set()
+        self.parser = ""  # the parser that read the log
+        # whether the log shows its tool's output (MARKERS); None: the parser cannot tell
+        self.format_seen: bool | None = None
 
 
 class _Results:
@@ -100,15 +106,6 @@ class _Results:
 
 
 Parser = Callable[[str, _Results], None]
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def _clean(line: str) -> str:
-    """Drop colour codes and control characters (a pty makes pytest colour its output)."""
-    return _CONTROL.sub("", _ANSI.sub("", line))
-
 
 # ---------------------------------------------------------------------------------------- pytest
 
@@ -291,6 +288,11 @@ PARSERS: dict[str, Parser] = {
     "django": _parse_django,
     "sympy": _parse_sympy,
 }
+_LANGUAGES = (log_parsers_go, log_parsers_rust, log_parsers_js, log_parsers_java, log_parsers_c, log_parsers_ruby_php)
+MARKERS: dict[str, re.Pattern[str]] = {}
+for _language in _LANGUAGES:
+    PARSERS.update(_language.PARSERS)
+    MARKERS.update(_language.MARKERS)
 
 REPO_PARSERS: dict[str, str] = {
     "astropy/astropy": "pytest_v2",
@@ -331,4 +333,9 @@ def parse_log(parser: str, log: str, *, merge: Merge = "last") -> Statuses:
         raise ValueError(f"unknown log parser {parser!r}; known: {', '.join(sorted(PARSERS))}") from None
     results = _Results(merge)
     parse(log, results)
-    return results.statuses
+    statuses = results.statuses
+    statuses.parser = parser
+    marker = MARKERS.get(parser)
+    if marker is not None:
+        statuses.format_seen = bool(statuses) or marker.search(_clean(log)) is not None
+    return statuses
