@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .log_parsers_base import FAILED, PASSED, SKIPPED, Parser, Record, clean_lines, json_objects, markers
+from .log_parsers_base import FAILED, PASSED, Parser, Record, clean_lines, markers
 
 _CARGO = re.compile(r"^test\s+(\S+)\s+\.\.\.\s+(\w+)$")
 _CARGO_STATUS = {"ok": PASSED, "FAILED": FAILED}
