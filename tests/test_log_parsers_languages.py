@@ -70,6 +70,25 @@ EXPECTED = [
      {"Calc.Adds": P, "Calc.FailsOnPurpose": F, "Small/Param.NonNegative/0": P, "Small/Param.NonNegative/1": P,
       "Small/Param.NonNegative/2, where GetParam() = -1": F}),
     ("ctest", "ctest/ctest.log", CTEST),
+    *[(parser, "js_repos/jest_default.log", {"jt/calc.test.js": F, "jt/broken.test.js": F, "jt/other.test.js": P})
+      for parser in ("react_pdf", "carbon", "grommet")],
+    ("highlightjs", "js_repos/mocha_spec.log",
+     {"adds at top level": P, "calc.adds": P, "calc.fails on purpose": F, "nested suite.throws": F,
+      "nested suite.handles ünïcödé names — ✓ and spaces": P, 'hook failure."before all" hook for "never runs"': F}),
+    # SWE-bench's eslint and openlayers parsers read mocha's failure blocks loosely: the first id runs on
+    # from the progress lines to the first `Error`
+    ("eslint", "js_repos/mocha_spec.log",
+     {"fails on purpose - is skipped - is pending nested suite ✔ handles ünïcödé names — ✓ and spaces 2) throws "
+      'hook failure 3) "before all" hook for "never runs" 3 passing (6ms) 2 pending 3 failing 1) calc fails on '
+      "purpose:": F, "calc nested suite throws:": F, 'calc hook failure "before all" hook for "never runs":': F}),
+    ("openlayers", "js_repos/mocha_spec.log",
+     {"calc fails on purpose: AssertionError [ERR_ASSERTION]: Expected values to be strictly equal: 4 !== 5 "
+      "+ expected - actual -4 +5 at Context.<anonymous> (mt/calc.spec.js:8:39) at process.processImmediate "
+      "(node:internal/timers:483:21) 2) calc nested suite throws:": F,
+      'calc hook failure "before all" hook for "never runs":': F}),
+    ("prismjs", "js_repos/mocha_run_js_json.log",
+     {"calc fails on purpose": F, "calc nested suite throws": F, 'calc hook failure "before all" hook for "never runs"': F,
+      "adds at top level": P, "calc adds": P, "calc nested suite handles ünïcödé names — ✓ and spaces": P}),
 ]
 
 
@@ -149,6 +168,15 @@ TWICE = {
     "cucumber": ("Adds numbers ....F", "Adds numbers .....", "Adds numbers"),
     "ruby_unit": ("test_adds(CalcTest): F", "test_adds(CalcTest): .", "test_adds(CalcTest)"),
     "rspec_transformed_json": ("Calc adds - failed", "Calc adds - passed", "Calc adds"),
+    "react_pdf": ("FAIL src/a.test.js (1.2 s)", "PASS src/a.test.js (1.1 s)", "src/a.test.js"),
+    "carbon": ("FAIL src/a.test.js", "PASS src/a.test.js (15ms)", "src/a.test.js"),
+    "grommet": ("FAIL src/a.test.js", "PASS src/a.test.js (2 s)", "src/a.test.js"),
+    "highlightjs": ("  s\n  1) t", "  ✓ t", "s.t"),
+    "prismjs": ('+ ./node_modules/.bin/mocha tests/run.js --reporter json\n{"failures":[{"fullTitle":"s t"}],"passes":[]}',
+                '+ ./node_modules/.bin/mocha tests/run.js --reporter json\n{"failures":[],"passes":[{"fullTitle":"s t"}]}',
+                "s t"),
+    # failures only: nothing can pass after them
+    "marked": None, "chart_js": None, "eslint": None, "bpmn_js": None, "openlayers": None,
 }
 LANGUAGE_PARSERS = sorted(MARKERS)
 
@@ -273,6 +301,14 @@ EXCERPTS = [
     ("rspec_transformed_json", "Fastlane::Action runs - passed\nFastlane::Action fails - failed\n"
                                "Fastlane::Action waits - pending\n",
      {"Fastlane::Action runs": P, "Fastlane::Action fails": F}),
+    ("marked", "1) Marked Code spans should work\n  2) indented is ignored\n3) another (5ms)\n1 spec, 2 failures\n",
+     {"Marked Code spans should work": F, "another (5ms)": F}),
+    ("chart_js", "Chrome 120.0.0.0 (Linux x86_64) Chart.controllers.bar should draw FAILED\n"
+                 "Chrome 120.0.0.0 (Linux x86_64) ok one SUCCESS\nExecuted 2 of 2 (1 FAILED)\n",
+     {"Chart.controllers.bar should draw ": F}),
+    ("bpmn_js", "HeadlessChrome 120.0.0 (Linux 0.0.0) Modeler should import FAILED\n"
+                "Chrome Headless 120 (Linux x86_64) Viewer should show FAILED\nExecuted 3 of 3\n",
+     {"Modeler should import ": F, "Viewer should show ": F}),
 ]
 
 

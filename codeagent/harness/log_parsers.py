@@ -17,6 +17,20 @@ Test ids are spelled exactly the way SWE-bench's FAIL_TO_PASS / PASS_TO_PASS lis
   first line, which unittest prints on its own line before ` ... ok`.
 - sympy: the bare function name, `test_name`.
 
+The other languages' parsers live in log_parsers_<language>.py, whose docstrings spell out each
+format and id; each also has `MARKERS` (its tool's output, see grading.py's unknown-format rule).
+SWE-bench's, under its function's name without `parse_log_`, spelling ids exactly as it does:
+`gotest` (Go); `cargo` (Rust); `jest`, `jest_json`, `vitest`, `tap`, `karma` (JavaScript/TypeScript) and
+the SWE-bench Multimodal repositories' `react_pdf`, `carbon`, `grommet`, `marked`, `chart_js`, `eslint`,
+`bpmn_js`, `openlayers`, `highlightjs`, `prismjs`;
+`maven`, `ant`, `gradle_custom` (Java); `googletest`, `redis`, `jq`, `micropython_test`, `doctest`
+(C/C++); `phpunit` (PHP); `minitest`, `cucumber`, `ruby_unit`, `rspec_transformed_json` (Ruby).
+codeagent's own, for the structured reports: `go_json` (`go test -json`), `nextest` (cargo nextest),
+`jest_json` (also reads `jest --json` itself), `vitest_json`, `mocha_json`, `junit_xml` (Surefire,
+Gradle, `ctest --output-junit`, googletest XML), `ctest` (ctest's lines). Not here: SWE-bench's
+`calypso`, `p5js`, `quarto_cli`, and its switches by instance or version (`immutable_js`, `jekyll`,
+`lighthouse`, `next`): a language spec names the parser per version instead.
+
 Two rules on top of the formats:
 
 1. A test reported several times takes its LAST status, as in SWE-bench, whose parsers assign one
@@ -46,7 +60,15 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Literal
 
-from . import log_parsers_c, log_parsers_go, log_parsers_java, log_parsers_js, log_parsers_ruby_php, log_parsers_rust
+from . import (
+    log_parsers_c,
+    log_parsers_go,
+    log_parsers_java,
+    log_parsers_js,
+    log_parsers_js_repos,
+    log_parsers_ruby_php,
+    log_parsers_rust,
+)
 from .log_parsers_base import clean as _clean
 
 
@@ -288,7 +310,8 @@ PARSERS: dict[str, Parser] = {
     "django": _parse_django,
     "sympy": _parse_sympy,
 }
-_LANGUAGES = (log_parsers_go, log_parsers_rust, log_parsers_js, log_parsers_java, log_parsers_c, log_parsers_ruby_php)
+_LANGUAGES = (log_parsers_go, log_parsers_rust, log_parsers_js, log_parsers_js_repos, log_parsers_java, log_parsers_c,
+              log_parsers_ruby_php)
 MARKERS: dict[str, re.Pattern[str]] = {}
 for _language in _LANGUAGES:
     PARSERS.update(_language.PARSERS)
