@@ -29,6 +29,8 @@ VITEST_VERBOSE = {"vt/calc.test.js > adds at top level": P, "vt/calc.test.js > c
                   "vt/calc.test.js > calc > fails on purpose": F, "vt/calc.test.js > calc > is skipped": S,
                   "vt/calc.test.js > calc > nested suite > handles ünïcödé names — ✓ and spaces": P,
                   "vt/calc.test.js > calc > nested suite > throws": F, "vt/other.test.js > calc > adds": P}
+NEXTEST = {"tests::it_adds": P, "tests::expected_panic": P, "tests::nested::deep": P, "integration_adds": P,
+           "tests::it_fails": F, "tests::it_panics": F, "integration_fails": F}
 CTEST = {"add_ok": P, "add_wrong": F, "crashes": F, "skipped_here": S, "disabled_one": S, "missing_binary": E,
          "calc_gtest": F}
 
@@ -38,6 +40,10 @@ EXPECTED = [
     ("cargo", "cargo/cargo_test.log",
      {"tests::it_adds": P, "tests::it_fails": F, "tests::it_panics": F, "tests::nested::deep": P,
       "integration_adds": P, "integration_fails": F}),
+    ("nextest", "nextest/nextest.log", NEXTEST),
+    ("nextest", "nextest/status_level_all_retries.log", {**NEXTEST, "tests::ignored_one": S, "tests::ignored_with_reason": S}),
+    ("nextest", "nextest/libtest_json.log", {**NEXTEST, "tests::ignored_one": S, "tests::ignored_with_reason": S}),
+    ("nextest", "nextest/flaky_and_segfault.log", {"flaky_once": P, "segfaults": F}),
     ("jest", "jest/jest_verbose.log",
      {"adds at top level": P, "adds": P, "fails on purpose": F, "skipped is skipped": S,
       "handles ünïcödé names — ✓ and spaces": P, "throws": F}),
@@ -110,7 +116,8 @@ def test_go_package_that_fails_to_build_has_no_tests():
 
 
 @pytest.mark.parametrize(("parser", "name"), [
-    ("cargo", "cargo/build_failed.log"), ("junit_xml", "junit_xml/maven_build_failed.log"),
+    ("cargo", "cargo/build_failed.log"), ("nextest", "nextest/build_failed.log"),
+    ("junit_xml", "junit_xml/maven_build_failed.log"),
     ("mocha_json", "mocha_json/load_error.log"),
 ])
 def test_a_broken_build_reports_no_test_and_grades_unresolved(parser, name):
@@ -141,6 +148,7 @@ TWICE = {
     "go_json": ('{"Action":"fail","Package":"p","Test":"TestX"}', '{"Action":"pass","Package":"q","Test":"TestX"}',
                 "TestX"),
     "cargo": ("test a::b ... FAILED", "test a::b ... ok", "a::b"),
+    "nextest": ('{"type":"test","event":"failed","name":"c::c$a::b"}', "  TRY 2 PASS [   0.01s] (1/1) c a::b", "a::b"),
     "jest": ("  ✕ adds (2 ms)", "  ✓ adds (1 ms)", "adds"),
     "jest_json": ('{"testResults":[{"assertionResults":[{"ancestorTitles":["s"],"title":"t","status":"failed"}]}]}',
                   "[PASSED] s > t", "s > t"),
@@ -200,7 +208,7 @@ GARBAGE = [
     "<testsuite><testcase", "<testsuites><testsuite></testsuites>", '<testsuite><testcase name="a"></testsuite>',
     "<doctest><TestCase", "<doctest></TestCase></doctest>", "\x00\x1b[31m\x1b[0m\udcff" * 10,
 ]
-NEAR_MISSES = {"gotest": "--- PASS: ()", "cargo": "test  ... ok", "redis": "[ok]:", "jq": "PASS:",
+NEAR_MISSES = {"gotest": "--- PASS: ()", "nextest": "        SLOW [> 60.000s] c a::b", "cargo": "test  ... ok", "redis": "[ok]:", "jq": "PASS:",
                "ctest": "1/1 Test #1:  Passed 0.0 sec", "googletest": "[       OK ] (0 ms)"}
 
 
