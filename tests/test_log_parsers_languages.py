@@ -324,3 +324,18 @@ EXCERPTS = [
 def test_swebench_parsers_on_excerpts_of_their_formats(parser, text, expected):
     statuses = parse_log(parser, text)
     assert dict(statuses) == expected and statuses.format_seen is True
+
+
+# Logs a patch could make to slow grading down (1-2 MB): documents that never end, starts without ends. Each
+# part of the log is decoded once or twice (log_parsers_base.json_objects, the junit_xml scan).
+ADVERSARIAL = {
+    "unclosed_json": '{"testResults": [\n' + ('{"a": "' + "x" * 100 + '",\n') * 20_000,
+    "open_lines": "{\n" * 500_000 + "}\n",
+    "suite_starts": "<testsuite>\n" * 100_000 + "x" * 1_000_000 + "</testsuite>",
+}
+
+
+@pytest.mark.parametrize("parser", ["go_json", "nextest", "jest_json", "vitest_json", "mocha_json", "junit_xml"])
+def test_adversarial_logs_parse(parser):
+    for text in ADVERSARIAL.values():
+        assert parse_log(parser, text) == {}

@@ -38,29 +38,43 @@ def clean_lines(log: str) -> Iterator[str]:
         yield clean(raw).strip()
 
 
+_CLOSING_LINE = re.compile(r"^\}[ \t\r]*$", re.MULTILINE)
+_OPENING_LINE = re.compile(r"^\{[ \t\r]*$", re.MULTILINE)
+
+
 def json_objects(log: str, *, required: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects in a log that have the key `required`, in order. An object starts at the
-    beginning of a line (a reporter prints one compact or indented document there); other text, a
-    test runner's own messages around the document, is skipped."""
+    """The JSON objects in a log that have the key `required`, in order. A document starts at the
+    beginning of a line: either on one line (go test -json's events, jest's compact report) or
+    pretty-printed, from a line `{` to the next line `}` (mocha); the text around is skipped.
+
+    Each part of the log is decoded at most once or twice, so a log of any content is read in
+    linear time (a failed decode costs as much as the text it was given)."""
     decoder = json.JSONDecoder()
-    needle = f'"{required}"'
-    position = 0
+    position, closing = 0, -2  # closing: the end of the next `}` line; -1: there is none
     while True:
         start = log.find("{", position)
         if start < 0:
             return
-        position = start + 1
+        line_end = log.find("\n", start)
+        line_end = len(log) if line_end < 0 else line_end
+        position = line_end
         if start and log[start - 1] != "\n":
             continue
+        stop = line_end
+        if not log[start + 1:line_end].strip():  # a pretty-printed document's first line
+            if closing == -2 or 0 <= closing < line_end:
+                found = _CLOSING_LINE.search(log, line_end)
+                closing = found.end() if found else -1
+            # a document's own lines are indented: only the last `{` line before a `}` line starts one
+            if closing >= 0 and not _OPENING_LINE.search(log, line_end, closing):
+                stop = closing
         try:
-            value, end = decoder.raw_decode(log, start)
+            value, _ = decoder.raw_decode(log[start:stop])
         except ValueError:
             continue
         if isinstance(value, dict) and required in value:
-            position = end
+            position = stop
             yield value
-        elif needle not in log[start:end]:
-            position = end  # a whole document without the key: nothing to find inside it
 
 
 def markers(*patterns: str) -> re.Pattern[str]:

@@ -10,9 +10,9 @@ SWE-bench's parsers, spelling ids as they do:
 
 codeagent's `junit_xml`: the JUnit XML reports the test command prints into the log (Maven Surefire's
 `TEST-*.xml`, Gradle's, `ctest --output-junit`, googletest's `--gtest_output=xml`); every
-`<testsuite>` / `<testsuites>` document in the log is read. A test is `classname.name`
-(`calc.CalcTest.adds`, `calc.CalcTest$Inner.innerAdds`, googletest's `Calc.Adds`), or `name` alone when
-the classname is empty or the name itself (ctest). A `<failure>` child makes it FAILED, `<error>`
+`<testsuite>` in the log is read, in or out of a `<testsuites>` document (of a suite nested in a
+suite, the inner one). A test is `classname.name` (`calc.CalcTest.adds`, `calc.CalcTest$Inner.innerAdds`,
+googletest's `Calc.Adds`), or `name` alone when the classname is empty or the name itself (ctest). A `<failure>` child makes it FAILED, `<error>`
 ERROR, `<skipped>` SKIPPED, as does a `status` of `notrun` / `disabled` (ctest, googletest), except a
 ctest test it could not run (`Unable to find executable`: the build failed), ERROR; otherwise PASSED.
 A document that is not well-formed (a report cut short) is skipped.
@@ -31,7 +31,8 @@ _ANT = re.compile(r"^\s*\[junit\]\s+\[(PASS|FAIL|ERR)\]\s+(.*)$")
 _GRADLE_FULL = re.compile(r"^([^>].+)\s+(PASSED|FAILED)$")
 _GRADLE_NAME = re.compile(r"^([^>]\S*\s+>\s+\S+)$")
 _GRADLE_STATUS = re.compile(r"^(PASSED|FAILED)$")
-_SUITE = re.compile(r"<(testsuites?)\b")
+_SUITE = re.compile(r"<testsuite\b")
+_SUITE_END = "</testsuite>"
 _NOT_RUN = frozenset({"notrun", "disabled", "skipped"})
 # ctest's reasons for not running a test that it did not mean to skip (the build failed, say)
 _CANNOT_RUN = ("Unable to find executable", "Failed to start", "Required files missing", "Fixture dependency failed")
@@ -98,31 +99,30 @@ def _record_case(case: ET.Element, record: Record) -> None:
 
 
 def _parse_junit_xml(log: str, record: Record) -> None:
+    # Each <testsuite> from its start to the next </testsuite> (a <testsuites> wrapper is read through
+    # its suites). A suite with another suite's start before that end is skipped, so the text of the
+    # log is parsed once at most.
     position, close_at = 0, -1
     while True:
         start = _SUITE.search(log, position)
         if not start:
             return
-        tag = start.group(1)
-        opened = log.find(">", start.end())
-        if opened < 0:
-            return
-        if log[opened - 1] == "/":  # `<testsuite .../>`: no test in it
-            position = opened + 1
+        if close_at < start.start():
+            close_at = log.find(_SUITE_END, start.start())
+            if close_at < 0:
+                return  # cut short: no document ends after this point
+        inner = _SUITE.search(log, start.end(), close_at)
+        if inner:  # nested, self-closing, or unclosed: the next start is the candidate
+            position = inner.start()
             continue
-        close = f"</{tag}>"
-        if close_at < start.start() or not log.startswith(close, close_at):
-            close_at = log.find(close, start.start())
-        if close_at < 0:
-            return  # cut short: no document ends after this point
+        end = close_at + len(_SUITE_END)
+        position = end
         try:
-            root = ET.fromstring(log[start.start():close_at + len(close)])
+            suite = ET.fromstring(log[start.start():end])
         except ET.ParseError:
-            position = start.end()  # e.g. a suite nested in a suite: read the inner one
             continue
-        for case in root.iter("testcase"):
+        for case in suite.iter("testcase"):
             _record_case(case, record)
-        position = close_at + len(close)
 
 
 PARSERS: dict[str, Parser] = {
@@ -138,6 +138,6 @@ _GRADLE = (r"BUILD (?:SUCCESSFUL|FAILED)\b", r"^> Task :", r"Compilation failed"
 MARKERS = {
     "maven": markers(r"-Dtest=\S", *_MAVEN),
     "ant": markers(r"\[junit\] ", r"BUILD (?:SUCCESSFUL|FAILED)\b", r"\[javac\] "),
-    "gradle_custom": markers(r"\S > \S.* (?:PASSED|FAILED)$", *_GRADLE),
+    "gradle_custom": markers(r"^\S.* > \S+ (?:PASSED|FAILED)$", *_GRADLE),
     "junit_xml": markers(r"<testsuites?\b", *_MAVEN, *_GRADLE, *NATIVE_BUILD, r"^Test project "),
 }

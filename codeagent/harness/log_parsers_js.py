@@ -134,7 +134,7 @@ PARSERS: dict[str, Parser] = {
 
 # A run that never reached the tests still prints the runner's summary or its failure to load a file.
 _JEST_TEXT = (r"^(?:PASS|FAIL) \S", r"^Test Suites: ", r"Test suite failed to run")
-_VITEST_TEXT = (r"^\s*(?:Test Files|Tests)\s+\d+ ", r"^\s*RUN\s+v\d", r"\bFAIL\b.*\.(?:[cm]?[jt]sx?)\b")
+_VITEST_TEXT = (r"^\s*(?:Test Files|Tests)\s+\d+ ", r"^\s*RUN\s+v\d", r"^\s*FAIL\s+\S+\.(?:[cm]?[jt]sx?)\b")
 MARKERS = {
     "jest": markers(r"^\s*[✓✕○✎] ", *_JEST_TEXT),
     "vitest": markers(r"^\s*[✓×↓] ", *_VITEST_TEXT),

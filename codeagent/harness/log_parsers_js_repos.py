@@ -29,15 +29,16 @@ _TIMING = re.compile(r"\s\([\d.]+\s?(?:ms|s)\)$")
 _NUMBERED = re.compile(r"^\d+\)\s(.*)")
 _NUMBER = re.compile(r"^\d+\)")
 _CHART = re.compile(r"Chrome\s[\d.]+[^\S\r\n]\(.+?\)[^\S\r\n](.*)FAILED$", re.MULTILINE)
-_ESLINT = re.compile(r"(\s{2}\d+\))([\s\S]*?)\s+(?:(.*)Error)")
+_ESLINT = (re.compile(r"(\s{2}\d+\))([\s\S]*?)\s+(?:(.*)Error)"), "Error")
 _BPMN = (re.compile(r"2KPhantomJS\s[\d.]+\s\(Linux\s[\d.]+\)\s(.*)FAILED\n"),
          re.compile(r"2KPhantomJS\s[\d.]+\s\(Linux\sx86_64\)\s(.*)FAILED\n"),
          re.compile(r"Chrome\sHeadless\s(.*)\s\(Linux\sx86_64\)\s(.*)FAILED\n"),
          re.compile(r"HeadlessChrome\s[\d.]+\s\(Linux\s[\d.]+\)\s(.*)FAILED\n"))
-_OPENLAYERS = (re.compile(r"Chrome\sHeadless\s[\d.]+\s\(Linux\s[\d._\S]+\)\s(.*)\sFAILED\n", re.MULTILINE),
-               re.compile(r"Chrome\s[\d.]+\s\(Linux\s[\d._\S]+\)\s(.*)FAILED\n", re.MULTILINE),
-               re.compile(r"^\s{2}\d+\)([\s\S]*?)Error:", re.MULTILINE),
-               re.compile(r"^case\s(.*):\smismatch", re.MULTILINE))
+# (pattern, the text every match ends with: the log after its last occurrence cannot match)
+_OPENLAYERS = ((re.compile(r"Chrome\sHeadless\s[\d.]+\s\(Linux\s[\d._\S]+\)\s(.*)\sFAILED\n", re.M), "FAILED\n"),
+               (re.compile(r"Chrome\s[\d.]+\s\(Linux\s[\d._\S]+\)\s(.*)FAILED\n", re.M), "FAILED\n"),
+               (re.compile(r"^\s{2}\d+\)([\s\S]*?)Error:", re.M), "Error:"),
+               (re.compile(r"^case\s(.*):\smismatch", re.M), "mismatch"))
 _MOCHA_SUMMARY = re.compile(r"\n[ \t]*\d+ passing")
 _MS = re.compile(r"\(\d+ms\)")
 _PRISM_COMMAND = "./node_modules/.bin/mocha tests/run.js --reporter json"
@@ -67,10 +68,11 @@ def _parse_marked(log: str, record: Record) -> None:
             record(match.group(1).strip(), FAILED)
 
 
-def _findall_failures(*patterns: re.Pattern[str], group: int = 0, collapse: bool = False) -> Parser:
+def _findall_failures(*patterns: tuple[re.Pattern[str], str], group: int = 0, collapse: bool = False) -> Parser:
     def parse(log: str, record: Record) -> None:
-        for pattern in patterns:
-            for found in pattern.findall(log):
+        for pattern, ending in patterns:
+            last = log.rfind(ending)
+            for found in pattern.findall(log[:last + len(ending)] if last >= 0 else ""):
                 name = found[group] if isinstance(found, tuple) else found
                 record(" ".join(name.split()) if collapse else name, FAILED)
 
@@ -135,7 +137,7 @@ PARSERS: dict[str, Parser] = {
 
 _JEST = (r"^(?:PASS|FAIL)\s\S", r"^Test Suites: ", r"Test suite failed to run")
 _MOCHA = (r"^\s*\d+ (?:passing|failing|pending)\b", r"^\s*\d+\) \S")
-_KARMA = (r"Executed \d+ of \d+", r"Starting browser", r"\) \S.* FAILED$")
+_KARMA = (r"Executed \d+ of \d+", r"Starting browser", r"\((?:Linux|Mac OS|Windows)[^)\n]*\) ")
 MARKERS = {
     "react_pdf": markers(*_JEST), "carbon": markers(*_JEST), "grommet": markers(*_JEST),
     "marked": markers(*_MOCHA, r"^\s*\d+ (?:specs?|tests?), \d+ failures?"),
