@@ -339,3 +339,10 @@ ADVERSARIAL = {
 def test_adversarial_logs_parse(parser):
     for text in ADVERSARIAL.values():
         assert parse_log(parser, text) == {}
+
+
+def test_a_json_report_printed_behind_other_text_is_read():
+    report = log("jest_json/jest_json.log").rsplit("\n{", 1)[1]
+    assert dict(parse_log("jest_json", "Done in 2.1s.\x1b[0m{" + report)) == {**JS_JSON, "/tmp/pz/js/jt/broken.test.js": E}
+    mocha = log("mocha_json/mocha_json.log")
+    assert dict(parse_log("mocha_json", "> mocha --reporter json " + mocha)) == dict(parse_log("mocha_json", mocha))

@@ -44,8 +44,9 @@ _OPENING_LINE = re.compile(r"^\{[ \t\r]*$", re.MULTILINE)
 
 def json_objects(log: str, *, required: str) -> Iterator[dict[str, Any]]:
     """The JSON objects in a log that have the key `required`, in order. A document starts at the
-    beginning of a line: either on one line (go test -json's events, jest's compact report) or
-    pretty-printed, from a line `{` to the next line `}` (mocha); the text around is skipped.
+    first `{` of a line (after colour codes or a message the report was printed behind): either on
+    one line (go test -json's events, jest's compact report) or pretty-printed, from a `{` ending its
+    line to the next line `}` (mocha); the text around is skipped.
 
     Each part of the log is decoded at most once or twice, so a log of any content is read in
     linear time (a failed decode costs as much as the text it was given)."""
@@ -58,8 +59,6 @@ def json_objects(log: str, *, required: str) -> Iterator[dict[str, Any]]:
         line_end = log.find("\n", start)
         line_end = len(log) if line_end < 0 else line_end
         position = line_end
-        if start and log[start - 1] != "\n":
-            continue
         stop = line_end
         if not log[start + 1:line_end].strip():  # a pretty-printed document's first line
             if closing == -2 or 0 <= closing < line_end:
