@@ -20,16 +20,16 @@ Test ids are spelled exactly the way SWE-bench's FAIL_TO_PASS / PASS_TO_PASS lis
 The other languages' parsers live in log_parsers_<language>.py, whose docstrings spell out each
 format and id; each also has `MARKERS` (its tool's output, see grading.py's unknown-format rule).
 SWE-bench's, under its function's name without `parse_log_`, spelling ids exactly as it does:
-`gotest` (Go); `cargo` (Rust); `jest`, `jest_json`, `vitest`, `tap`, `karma` (JavaScript/TypeScript) and
-the SWE-bench Multimodal repositories' `react_pdf`, `carbon`, `grommet`, `marked`, `chart_js`, `eslint`,
-`bpmn_js`, `openlayers`, `highlightjs`, `prismjs`;
+`gotest` (Go); `cargo` (Rust); `jest`, `jest_json`, `vitest`, `tap`, `karma`, `immutable_js`
+(JavaScript/TypeScript) and the SWE-bench Multimodal repositories' `react_pdf`, `carbon`, `grommet`,
+`marked`, `chart_js`, `eslint`, `bpmn_js`, `openlayers`, `highlightjs`, `prismjs`;
 `maven`, `ant`, `gradle_custom` (Java); `googletest`, `redis`, `jq`, `micropython_test`, `doctest`
 (C/C++); `phpunit` (PHP); `minitest`, `cucumber`, `ruby_unit`, `rspec_transformed_json` (Ruby).
 codeagent's own, for the structured reports: `go_json` (`go test -json`), `nextest` (cargo nextest),
 `jest_json` (also reads `jest --json` itself), `vitest_json`, `mocha_json`, `junit_xml` (Surefire,
 Gradle, `ctest --output-junit`, googletest XML), `ctest` (ctest's lines). Not here: SWE-bench's
-`calypso`, `p5js`, `quarto_cli`, and its switches by instance or version (`immutable_js`, `jekyll`,
-`lighthouse`, `next`): a language spec names the parser per version instead.
+`calypso`, `p5js`, `quarto_cli`, and its switches by instance or version (`jekyll`, `lighthouse`,
+`next`): a language spec names the parser per version instead.
 
 Two rules on top of the formats:
 

@@ -7,6 +7,7 @@ SWE-bench's parsers, spelling ids as they do:
   `vt/calc.test.js > calc > adds`; `×` FAILED, `↓` SKIPPED.
 - `tap`: what follows `ok <n> ` / `not ok <n> `, so `ok 1 - adds` -> `- adds`; a `# SKIP` line is PASSED there.
 - `karma`: the describe blocks by indentation, then the title, joined by ` > `.
+- `immutable_js`: `jest`'s lines and `jest_json`'s `[PASSED] <id>` lines (SWE-bench picks one by instance).
 
 codeagent's JSON ones, reading every document of the reporter in the log (text around it is skipped):
 - `jest_json` (`jest --json`) and `vitest_json` (`vitest run --reporter=json`, the same schema): the
@@ -47,6 +48,9 @@ def _marked_lines(pattern: re.Pattern[str], statuses: dict[str, str]) -> Parser:
                 record(match.group(2).strip(), statuses[match.group(1)])
 
     return parse
+
+
+_JEST_VERBOSE = _marked_lines(_JEST, _JEST_MARKS)
 
 
 def _parse_tap(log: str, record: Record) -> None:
@@ -103,10 +107,21 @@ def _record_suites(report: dict[str, Any], record: Record) -> None:
 def _parse_jest_json(log: str, record: Record) -> None:
     for report in json_objects(log, required="testResults"):
         _record_suites(report, record)
+    _parse_jq_lines(log, record)
+
+
+def _parse_jq_lines(log: str, record: Record) -> None:
     for line in clean_lines(log):
         match = _JQ_LINE.match(line)
         if match:
             record(match.group(2), match.group(1))
+
+
+def _parse_immutable_js(log: str, record: Record) -> None:
+    # SWE-bench picks jest's (instance 2006, `jest --verbose`) or jest_json's (2005, the jq lines) by
+    # instance; the two formats share no line, so reading both gives each instance its own
+    _JEST_VERBOSE(log, record)
+    _parse_jq_lines(log, record)
 
 
 def _parse_vitest_json(log: str, record: Record) -> None:
@@ -123,7 +138,8 @@ def _parse_mocha_json(log: str, record: Record) -> None:
 
 
 PARSERS: dict[str, Parser] = {
-    "jest": _marked_lines(_JEST, _JEST_MARKS),
+    "jest": _JEST_VERBOSE,
+    "immutable_js": _parse_immutable_js,
     "vitest": _marked_lines(_VITEST, _VITEST_MARKS),
     "tap": _parse_tap,
     "karma": _parse_karma,
@@ -141,6 +157,7 @@ MARKERS = {
     "tap": markers(r"^\s*(?:not )?ok \d+ ", r"^TAP version \d+", r"^\s*1\.\.\d+$"),
     "karma": markers(r"Starting browser", r"^SUMMARY:", r"\bExecuted \d+ of \d+"),
     "jest_json": markers(r'^\{"num\w+":', r'"testResults":', r"^\[(?:PASSED|FAILED|PENDING|TODO)\] ", *_JEST_TEXT),
+    "immutable_js": markers(r"^\s*[✓✕○✎] ", r"^\[(?:PASSED|FAILED|PENDING|TODO)\] ", *_JEST_TEXT),
     "vitest_json": markers(r'^\{"num\w+":', r'"testResults":', *_VITEST_TEXT),
     "mocha_json": markers(r'^\s*"stats": \{', r"^\s*Exception during run: ", r"^\s*\d+ (?:passing|failing|pending)\b"),
 }
