@@ -71,8 +71,15 @@ def packages_layer(spec: LanguageSpec, parent: str) -> Layer:
     return Layer(tag=layer_tag(PACKAGES_IMAGE, parent, script, {}, {}, None), parent=parent, script=script)
 
 
+# npm rewrites the lockfiles it installs from: put back, as the official harness does, else a patch
+# that touches one would not apply on the base as built
+RESTORE_LOCKFILES = ("for lockfile in package-lock.json npm-shrinkwrap.json yarn.lock; do "
+                     "if git ls-files --error-unmatch -- \"$lockfile\" >/dev/null 2>&1; then "
+                     "git checkout -q -- \"$lockfile\"; fi; done")
+
+
 def instance_layer(spec: LanguageSpec, parent: str, source: RepoSnapshot) -> Layer:
-    steps = ["cd /testbed", *spec.pre_install, *(spec.install or []),
+    steps = ["cd /testbed", *spec.pre_install, *(spec.install or []), RESTORE_LOCKFILES,
              # what the install made (node_modules, target/, build/) never shows in a diff
              "git ls-files --others --exclude-standard >> .git/info/exclude",
              ENVIRONMENT_COMMIT]  # the install's edits of tracked files are part of the base (environment.py)
