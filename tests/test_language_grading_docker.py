@@ -141,3 +141,17 @@ def test_the_agents_sandbox_has_the_toolchain_offline_and_the_rollout_grader_gra
     with sandboxes.open() as fresh:
         graded = grade_in_sandbox(fresh, task, patch, harness=True)
     assert graded["outcome"] == "resolved", graded
+
+
+def test_the_toolchain_version_the_spec_asks_for_is_installed(dataset, tmp_path):
+    """go.mod says 1.19 (Debian's Go); the task's spec asks for 1.22: the toolchain layer installs it from the
+    Go module proxy (the layer tests/test_toolchains_docker.py builds for a go.mod that states 1.22)."""
+    path, repos = dataset
+    row = json.loads(path.read_text().splitlines()[0])  # go
+    row["environment"] = {**row["environment"], "toolchain_version": "1.22", "test_cmd": ["go version", "go test -v ./..."]}
+    (tmp_path / "go122.jsonl").write_text(json.dumps(row) + "\n")
+    proc = grade(tmp_path / "go122.jsonl", repos, tmp_path / "out", "--gold")
+    report = reports(tmp_path / "out")[row["instance_id"]]
+    assert report["outcome"] == "resolved" and report["toolchain"] == "go 1.22", proc.stderr[-2000:]
+    log = (tmp_path / "out" / "instances" / row["instance_id"] / "test_output.txt").read_text()
+    assert "go version go1.22.0 linux/" in log
