@@ -31,6 +31,12 @@ def test_the_specs_toolchain_version_wins_over_the_repositorys(make_repo):
     assert "VERSION=1.22.4\n" in layer.script  # languages/go.yaml's version_install gets it
 
 
+def test_a_version_the_recipe_cannot_install_is_not_claimed(make_repo):
+    snap = snapshot(make_repo({"Cargo.toml": "[package]\nname = \"c\"\n", "src/lib.rs": ""}))
+    found = toolchain_of(spec_of({"language": "rust", "toolchain_version": "1.81"})[1], snap)
+    assert found.version == "" and found.label == "rust"  # Debian's, and said so (facts: toolchain_fallback)
+
+
 def test_the_variant_follows_the_lockfile_when_another_toolchain_is_detected_first(make_repo):
     snap = snapshot(make_repo({"go.mod": GO_MOD, "package.json": "{}", "yarn.lock": ""}))  # go is detected first
     found = toolchain_of(spec_of({"language": "node"})[1], snap)

@@ -123,7 +123,11 @@ def test_the_image_source_of_a_task(specs):
     assert type(image_source(task(repo="psf/requests"))) is BuiltImages
     source = image_source(task("3820"))
     assert type(source) is LanguageImages and not source.pulled and source.sandbox_grades and source.services == []
-    assert source.facts() == {"language": "go", "toolchain_version": "1.23.8", "log_parser": "pytest"}
+    assert source.facts() == {"language": "go", "toolchain_version": "1.23.8", "log_parser": "pytest",
+                              "toolchain_fallback": False}
+    rust = image_source(task(repo="a/b", environment={"language": "rust", "toolchain_version": "1.81",
+                                                      "test_cmd": "cargo test", "log_parser": "pytest"}))
+    assert rust.facts()["toolchain_fallback"] is True  # Debian's rustc: no recipe installs another
     pulled = task("3820", images={"source": "official"})
     assert type(image_source(pulled)) is PulledImages  # a pulled image wins, as for Python
 

@@ -152,8 +152,9 @@ class LanguageImages(_Built):
         return language_images(self.task, self.spec, log_dir=log_dir, phase=phase)
 
     def facts(self) -> dict[str, Any]:
-        """The language and the toolchain version the spec asks for ('' the repository's, else Debian's);
-        what a spec that cannot be resolved still says (the report's opening, before any build)."""
+        """The language and the toolchain version the spec asks for ('' the repository's, else Debian's;
+        `toolchain_fallback`: the recipe cannot install it, Debian's is used); what a spec that cannot
+        be resolved still says (the report's opening, before any build)."""
         from .spec_model import SpecError
 
         try:
@@ -168,8 +169,12 @@ class LanguageImages(_Built):
             except SpecError:
                 own, file = {}, None
             return {"language": own.get("language") or (file.language if file else "")}
-        return {"language": spec.language, "toolchain_version": spec.toolchain_version or "",
-                "log_parser": spec.log_parser}
+        facts = {"language": spec.language, "toolchain_version": spec.toolchain_version or "", "log_parser": spec.log_parser}
+        if spec.toolchain_version:
+            from .env_language import installs_versions
+
+            facts["toolchain_fallback"] = not installs_versions(spec.language)  # True: Debian's is used instead
+        return facts
 
     def plan(self, *, network: bool = False) -> TestPlan:
         from .env_plan import language_plan

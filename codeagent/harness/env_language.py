@@ -51,9 +51,15 @@ def _top_names(snap: RepoSnapshot) -> set[str]:
     return set(listing.stdout.splitlines()) if listing.returncode == 0 else set()
 
 
+def installs_versions(language: str) -> bool:
+    """Can the toolchain install a stated version (its recipe has a `version_install`)? Else Debian's is used."""
+    return any(tool.name == language and tool.version_install for tool in toolchains())
+
+
 def toolchain_of(spec: LanguageSpec, snap: RepoSnapshot) -> Detected:
     """The spec's toolchain, its variant chosen by the repository's files (a lockfile), its version:
-    the spec's toolchain_version, else the one the repository states ('' none: Debian's)."""
+    the spec's toolchain_version where the recipe can install one, else the one the repository states
+    ('' none: Debian's)."""
     tool = next(tool for tool in toolchains() if tool.name == spec.language)  # lang_specs checked the name
     found = detect(snap)
     if found is not None and found.toolchain.name == tool.name:
@@ -61,7 +67,7 @@ def toolchain_of(spec: LanguageSpec, snap: RepoSnapshot) -> Detected:
     else:
         top = _top_names(snap)
         variant, version, version_file = next((v for v in tool.variants if v.when in top), None), "", ""
-    if spec.toolchain_version:
+    if spec.toolchain_version and tool.version_install:
         version, version_file = spec.toolchain_version, ""
     return Detected(tool, spec.layers[-1] if spec.layers else "spec", variant, version, version_file)
 
