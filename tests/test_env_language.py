@@ -83,3 +83,13 @@ def test_system_packages_then_pre_install_and_install_in_the_instance(make_repo,
     other = language_images(task, spec_of({"language": "go", "system_packages": ["libfoo-dev"],
                                            "install": ["go mod download"]}, str(repo))[1])
     assert other.instance != images.instance and other.env == images.env  # only the instance layer changes
+
+
+def test_a_failed_layer_says_its_step_and_last_line_first():
+    from codeagent.harness.layers import LayerBuildError
+
+    error = env_language.failed_step("install", LayerBuildError("codeagent/x:1", "exit code 2:\nfetching\nls: no /y\n"))
+    assert str(error).splitlines() == ["building codeagent/x:1 failed: the install step: ls: no /y", "exit code 2:",
+                                       "fetching", "ls: no /y"]
+    full = env_language.failed_step("toolchain", LayerBuildError("codeagent/x:1", "the disk is full"))
+    assert str(full).splitlines()[0] == "building codeagent/x:1 failed: the toolchain step: the disk is full"

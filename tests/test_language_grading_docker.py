@@ -113,8 +113,10 @@ def test_an_install_that_fails_shows_its_last_lines_and_caches_nothing(dataset, 
     proc = grade(broken, repos, tmp_path / "out", "--gold")
     report = reports(tmp_path / "out")[row["instance_id"]]
     assert report["outcome"] == "harness_error" and report["language"] == "go", proc.stderr[-2000:]
-    assert "the environment could not be built" in report["reason"] and "exit code 7" in report["reason"]
-    assert any(line.startswith("codeagent-install-broke") for line in report["reason"].splitlines()[-3:])
+    first, *rest = report["reason"].splitlines()
+    assert first.startswith("the environment could not be built: building codeagent/lang-instance:")
+    assert first.endswith(" failed: the instance step: codeagent-install-broke")  # what a one-line report shows
+    assert rest[:3] == ["exit code 7:", "fetching", "codeagent-install-broke"]  # the step's last lines
     tag = re.search(r"building (codeagent/lang-instance:\w+) failed", report["reason"]).group(1)
     assert not image_exists(tag)
 

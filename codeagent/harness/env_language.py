@@ -27,7 +27,7 @@ from ..task import Task
 from .env_toolchain import APT, LEAN, Detected, dependencies_layer, detect, toolchain_layer
 from .environment import ENVIRONMENT_COMMIT, base_image, layer_tag
 from .lang_specs import LanguageSpec
-from .layers import Layer, build_layer
+from .layers import Layer, LayerBuildError, build_layer
 
 PACKAGES_IMAGE = "codeagent/lang-packages"
 INSTANCE_IMAGE = "codeagent/lang-instance"
@@ -94,6 +94,15 @@ def instance_layer(spec: LanguageSpec, parent: str, source: RepoSnapshot) -> Lay
                  script=script, env=dict(spec.env), tree=source)
 
 
+def failed_step(step: str, error: LayerBuildError) -> LayerBuildError:
+    """The error of a layer that failed, its first line naming the step and its output's last line (what
+    a one-line report shows); the output's last lines and the build log follow."""
+    detail = str(error).split(" failed: ", 1)[-1]
+    lines = detail.splitlines()
+    said = [line.strip() for line in lines[1:] or lines if line.strip() and not line.strip().startswith("(build log:")]
+    return LayerBuildError(error.tag, f"the {step} step: {said[-1][:300] if said else 'no output'}\n{detail}")
+
+
 def language_images(task: Task, spec: LanguageSpec, log_dir: Path | None = None,
                     phase: Callable[[str], None] | None = None) -> LanguageTaskImages:
     """Build what is missing of the task's layers (the module docstring); their tags. `phase(text)`
@@ -109,7 +118,11 @@ def language_images(task: Task, spec: LanguageSpec, log_dir: Path | None = None,
     layers: dict[str, str] = {}
 
     def build(step: str, layer: Layer) -> str:
-        if build_layer(layer, log_dir / f"{step}_build.log" if log_dir else None).built:
+        try:
+            result = build_layer(layer, log_dir / f"{step}_build.log" if log_dir else None)
+        except LayerBuildError as error:
+            raise failed_step(step, error) from error
+        if result.built:
             built.append(layer.tag)
         layers[step] = layer.tag
         return layer.tag
