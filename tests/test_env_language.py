@@ -93,3 +93,20 @@ def test_a_failed_layer_says_its_step_and_last_line_first():
                                        "fetching", "ls: no /y"]
     full = env_language.failed_step("toolchain", LayerBuildError("codeagent/x:1", "the disk is full"))
     assert str(full).splitlines()[0] == "building codeagent/x:1 failed: the toolchain step: the disk is full"
+
+
+def test_what_the_install_made_never_shows_in_a_diff_but_the_same_names_elsewhere_do(make_repo):
+    import subprocess
+
+    repo = make_repo({"a.txt": "a\n", ".gitignore": "ignored/\n"})
+    for path in ("node_modules/p/i.js", "build/x", "weird[1].txt", "#notes", "é.txt", "ignored/y"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("made by the install\n")
+    subprocess.run(["bash", "-euo", "pipefail", "-c", env_language.EXCLUDE_INSTALLED], cwd=repo, check=True)
+    status = lambda: subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,  # noqa: E731
+                                    text=True, check=True).stdout.splitlines()
+    assert status() == []
+    for path in ("src/build/new.c", "weird1.txt", "src/node_modules.js"):  # the agent's new files
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("new\n")
+    assert sorted(status()) == ["?? src/", "?? weird1.txt"]

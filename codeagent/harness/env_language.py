@@ -1,7 +1,7 @@
 """The images of a language task (a Go, Rust, JavaScript, Java or C/C++ repository; its spec: lang_specs.py):
 
-    base -> toolchain (languages/*.yaml's recipe, at the spec's toolchain_version, else the one the
-    repository states, else Debian's: the same layer a user's repository gets, env_toolchain.py)
+    base -> toolchain (languages/*.yaml's recipe, at the spec's toolchain_version where the recipe can
+    install one, else the one the repository states, else Debian's: the layer a user's repository gets)
          -> system packages (when the spec lists some)
          -> dependencies (only when the spec sets no `install`: the toolchain's own fetch, keyed by the
             manifests, so neighbouring commits share it)
@@ -84,10 +84,15 @@ RESTORE_LOCKFILES = ("for lockfile in package-lock.json npm-shrinkwrap.json yarn
                      "git checkout -q -- \"$lockfile\"; fi; done")
 
 
+# What the install made (node_modules/, target/, build/) never shows in a diff: each untracked path,
+# a folder once, anchored at the top and its glob characters escaped, so that the same name elsewhere
+# (a new file the agent writes) still shows.
+EXCLUDE_INSTALLED = ("git -c core.quotePath=false ls-files --others --exclude-standard --directory | "
+                     r"sed -e 's/[][*?!#\\]/\\&/g' -e 's|^|/|' >> .git/info/exclude")
+
+
 def instance_layer(spec: LanguageSpec, parent: str, source: RepoSnapshot) -> Layer:
-    steps = ["cd /testbed", *spec.pre_install, *(spec.install or []), RESTORE_LOCKFILES,
-             # what the install made (node_modules, target/, build/) never shows in a diff
-             "git ls-files --others --exclude-standard >> .git/info/exclude",
+    steps = ["cd /testbed", *spec.pre_install, *(spec.install or []), RESTORE_LOCKFILES, EXCLUDE_INSTALLED,
              ENVIRONMENT_COMMIT]  # the install's edits of tracked files are part of the base (environment.py)
     script = "\n".join(steps)
     return Layer(tag=layer_tag(INSTANCE_IMAGE, parent, script, spec.env, {}, source), parent=parent,
