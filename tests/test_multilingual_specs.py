@@ -58,6 +58,8 @@ def test_every_file_is_a_contract_2_spec_whose_versions_all_have_a_test_command_
         tests = commands(layer.get("test_cmd") or [])
         assert tests and all(isinstance(cmd, str) and cmd.strip() for cmd in tests), version
         assert layer.get("log_parser") in OFFICIAL_PARSERS | OWN_PARSERS, version
+        # install is always set: where the official spec has none, [] (not the toolchain's own prefetch)
+        assert isinstance(layer.get("install"), list), version
         for field in ("system_packages", "pre_install", "install", "pre_test"):
             assert all(isinstance(item, str) and item for item in layer.get(field, [])), (version, field)
         for field in ("env", "test_env"):
@@ -102,6 +104,7 @@ def test_the_facts_of_a_few_instances_match_the_official_harness():
     assert "lombok.transform.TestWithDelombok" in lombok["pre_install"][0]
     assert layer("google/gson", "2024")["test_cmd"][0].startswith("mvnd test -B -pl gson -Dtest=")
     assert "fixtures/tokio-rs__axum-691.Cargo.lock" in layer("tokio-rs/axum", "691")["pre_install"][0]
+    assert layer("sharkdp/bat", "562")["install"] == []  # official: "any fetch or build command makes the gold fail"
 
 
 # ------------------------------------------------------- through the harness's API (contract 2, langenv)
@@ -124,7 +127,7 @@ def test_every_instance_of_the_split_maps_to_its_spec():
         assert spec.test_cmds == commands(layer["test_cmd"]), (repo, version)
         assert spec.log_parser == layer["log_parser"]
         assert spec.toolchain_version == layer.get("toolchain_version")
-        assert list(spec.install) == layer.get("install", [])
+        assert list(spec.install or []) == layer["install"]
 
 
 def test_a_version_the_split_does_not_have_is_a_clear_error_naming_the_file():
