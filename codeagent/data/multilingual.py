@@ -47,7 +47,8 @@ def multilingual_repos() -> frozenset[str]:
 
 
 def is_swebench_multilingual(row: dict[str, Any]) -> bool:
-    return "base_commit" in row and "FAIL_TO_PASS" in row and row.get("repo") in multilingual_repos()
+    repo = row.get("repo")
+    return "base_commit" in row and "FAIL_TO_PASS" in row and isinstance(repo, str) and repo in multilingual_repos()
 
 
 def is_multi_swe_bench(row: dict[str, Any]) -> bool:
