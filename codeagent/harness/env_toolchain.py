@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..code.languages import Toolchain, Variant, toolchains
+from ..code.languages import ReportRecipe, Toolchain, Variant, toolchains
 from ..sandbox.images import base_image_tag, image_exists, require_image
 from ..sandbox.workspace import RepoSnapshot
 from .layers import Layer, LayerBuildError, build_layer
@@ -101,6 +101,58 @@ def detect(snap: RepoSnapshot) -> Detected | None:
                     break
         return Detected(tool, found, variant, version, version_file)
     return None
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """How to run a repository's test suite so that it prints what `log_parser` reads: in /testbed,
+    in its toolchain's image, offline."""
+
+    __test__ = False  # not a pytest class
+    language: str  # the toolchain's name (go, rust, node, java, c/c++)
+    command: str
+    log_parser: str  # a name of harness/log_parsers.py's PARSERS
+
+
+def test_report(snap: RepoSnapshot) -> TestReport | None:
+    """The repository's graded test command (the `test_report:` entries of languages/*.yaml): the
+    runner its manifest names, else its variant's, else its toolchain's. None: no toolchain detected
+    (Python), or none of its runners is named."""
+    found = detect(snap)
+    if found is None:
+        return None
+    tool, variant = found.toolchain, found.variant
+    recipe: ReportRecipe | None = None
+    if tool.runners:
+        runner = _runner(tool, snap)
+        if runner is not None:
+            setup = variant.test_setup if variant else ""
+            recipe = ReportRecipe(f"({setup}) && {runner.command}" if setup else runner.command, runner.log_parser)
+    else:
+        recipe = (variant.test_report if variant else None) or tool.test_report
+    return TestReport(tool.name, recipe.command, recipe.log_parser) if recipe else None
+
+
+test_report.__test__ = False  # type: ignore[attr-defined]  # a test module that imports it: not a test
+
+
+def _runner(tool: Toolchain, snap: RepoSnapshot) -> ReportRecipe | None:
+    """The runner the manifest's `test` script names (a whole word of it), else the first one among
+    its dependencies."""
+    try:
+        manifest = json.loads(read_file(snap, tool.runners_from) or b"{}")
+    except ValueError:
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    scripts = manifest.get("scripts")
+    script = " ".join(str((scripts if isinstance(scripts, dict) else {}).get("test") or "").split())
+    for runner in tool.runners:
+        if re.search(rf"(^|[\s;&|(/]){re.escape(runner.name)}($|[\s;&|)])", script):
+            return runner.test_report
+    names = {name for key in ("devDependencies", "dependencies")
+             for name in (manifest.get(key) if isinstance(manifest.get(key), dict) else {})}
+    return next((runner.test_report for runner in tool.runners if runner.name in names), None)
 
 
 def _digest(*parts) -> str:
