@@ -59,3 +59,44 @@ def test_the_regression_verifier_sees_a_go_patch_that_breaks_a_passing_test(make
     details = candidates[1].details["regression"]
     assert details["tests"] == 2 and len(details["broken"]) == 1 and "TestAdd" in details["broken"][0]
     assert details["command"] == "go test -json ./... (the repository's go tests, read as go_json)"
+
+
+MUL_TEST = ("package calc\n\nimport \"testing\"\n\nfunc TestMul(t *testing.T) {\n\tif Mul(2, 3) != 6 {\n"
+            "\t\tt.Fatal(\"2 * 3 != 6\")\n\t}\n}\n")
+PASSING_TEST = "package calc\n\nimport \"testing\"\n\nfunc TestNothing(t *testing.T) {}\n"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_the_reproduction_verifier_writes_and_runs_a_go_test(make_repo, tmp_path):
+    from codeagent.models import ScriptedModel
+    from codeagent.scaling.reproduction import RepoTest, score_reproduction, write_reproduction
+    from tests.support.cart import turn
+
+    repo = go_repo(make_repo)
+    snap = snapshot(repo)
+    task = Task(repo=str(repo), problem_statement="There is no Mul(a, b)", base_commit=snap.commit)
+    image = resolve(snap).image
+    factory = lambda: open_sandbox(snap, image=image)  # noqa: E731
+    config = Config(trajectories_dir=str(tmp_path / "t"), agent={"localize": False})
+
+    def writer(source: str) -> ScriptedModel:
+        return ScriptedModel([turn("editor", command="create", path="mul_test.go", file_text=source), turn("submit")])
+
+    kept, why = write_reproduction(task, config, writer(MUL_TEST), factory)
+    assert isinstance(kept, RepoTest) and kept.files == (("mul_test.go", MUL_TEST),), why
+    assert why == "kept: it fails on the original code (mul_test.go: the tests no longer build)"
+    dropped, why = write_reproduction(task, config, writer(PASSING_TEST), factory)
+    assert dropped is None and why == "discarded: the reproduction test (mul_test.go) does not fail on the original code"
+    calc = (repo / "calc.go").read_text()
+    with factory() as sandbox:
+        sandbox.write_file("calc.go", (calc + "\nfunc Mul(a, b int) int { return a * b }\n").encode())
+        right = sandbox.diff()
+        sandbox.write_file("calc.go", (calc + "\nfunc Mul(a, b int) int { return a + b }\n").encode())
+        wrong = sandbox.diff()
+    candidates = [Candidate(instance_id="x", index=0, patch=right), Candidate(instance_id="x", index=1, patch=wrong)]
+    score_reproduction(kept, candidates, factory, timeout=120)
+    assert [c.scores["reproduction"] for c in candidates] == [1.0, 0.0]
+    details = candidates[1].details["reproduction"]
+    assert details.startswith("fails: ") and "TestMul" in details and "," not in details

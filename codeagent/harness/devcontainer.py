@@ -129,7 +129,7 @@ def parse_jsonc(text: str) -> Any:
         if end > i + 1:
             chars[i:end] = [" " if ch != "\n" else ch for ch in text[i:end]]
     blanked = "".join(chars)
-    for i, end in _outside_strings(blanked):  # and the trailing commas
+    for i, _end in _outside_strings(blanked):  # and the trailing commas
         if blanked[i] == "," and re.match(r"\s*[}\]]", blanked[i + 1:i + 4097]):
             chars[i] = " "
     return json.loads("".join(chars))

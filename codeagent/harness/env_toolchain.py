@@ -154,8 +154,10 @@ def _runner(tool: Toolchain, snap: RepoSnapshot) -> ReportRecipe | None:
     for runner in tool.runners:
         if re.search(rf"(^|[\s;&|(/]){re.escape(runner.name)}($|[\s;&|)])", script):
             return runner.test_report
-    names = {name for key in ("devDependencies", "dependencies")
-             for name in (manifest.get(key) if isinstance(manifest.get(key), dict) else {})}
+    names: set[str] = set()
+    for key in ("devDependencies", "dependencies"):
+        dependencies = manifest.get(key)
+        names |= set(dependencies) if isinstance(dependencies, dict) else set()
     return next((runner.test_report for runner in tool.runners if runner.name in names), None)
 
 
