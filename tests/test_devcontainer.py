@@ -99,8 +99,21 @@ def devcontainer_tags(name: str) -> set[str]:
     return {tag for image in docker_client().images.list(name=name) for tag in image.tags}
 
 
+@pytest.fixture
+def tidy():
+    """The devcontainer images a test builds are removed after it (each test's tree is its own)."""
+    from codeagent.sandbox.engine import docker_client
+
+    names = ("codeagent/devcontainer-post", "codeagent/devcontainer")
+    before = {name: devcontainer_tags(name) for name in names}
+    yield
+    for name in names:  # the postCreateCommand's layers first: they sit on the built images
+        for tag in devcontainer_tags(name) - before[name]:
+            docker_client().images.remove(tag, force=True)
+
+
 @pytest.mark.docker
-@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.usefixtures("no_leaks", "tidy")
 def test_sandbox_run_in_a_trusted_repository_uses_its_devcontainer_image_and_post_create(make_repo, base_image,
                                                                                          tmp_path):
     marker = f"made-{os.getpid()}-{tmp_path.name}"  # a tree of its own: the postCreateCommand runs here, once
@@ -119,7 +132,7 @@ def test_sandbox_run_in_a_trusted_repository_uses_its_devcontainer_image_and_pos
 
 
 @pytest.mark.docker
-@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.usefixtures("no_leaks", "tidy")
 def test_a_trusted_dockerfile_is_built_with_its_context_and_args(make_repo, base_image, tmp_path):
     repo = make_repo({
         "marker.txt": f"context {tmp_path.name}\n",
@@ -138,7 +151,7 @@ def test_a_trusted_dockerfile_is_built_with_its_context_and_args(make_repo, base
 
 
 @pytest.mark.docker
-@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.usefixtures("no_leaks", "tidy")
 def test_a_failing_post_create_command_shows_its_last_lines_and_caches_nothing(make_repo, base_image, tmp_path):
     repo = make_repo({"main.py": "", DOT: json.dumps({"image": base_image, "postCreateCommand":
                       f"echo {tmp_path.name}; echo first; echo the last words; exit 3"})})
@@ -151,7 +164,7 @@ def test_a_failing_post_create_command_shows_its_last_lines_and_caches_nothing(m
 
 
 @pytest.mark.docker
-@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.usefixtures("no_leaks", "tidy")
 def test_a_failing_dockerfile_shows_its_last_lines_and_tags_nothing(make_repo, base_image, tmp_path):
     repo = make_repo({"main.py": "", ".devcontainer/Dockerfile":
                       f"FROM {base_image}\nRUN echo {tmp_path.name} > /opt/one\nRUN echo broken step >&2; exit 7\n",
