@@ -99,11 +99,18 @@ def score_reproduction(source: str | RepoTest, candidates: list[Candidate], sand
 
 
 def _language_report(task: Task) -> TestReport | None:
-    """The repository's own test report when it is not a Python repository, else None."""
+    """The repository's own test report when it is not a Python repository (no SWE-bench-style spec,
+    no sign of pytest), else None."""
     from ..harness.env_toolchain import test_report
+    from ..harness.specs import SpecError, spec_for
     from ..sandbox.workspace import snapshot
     from .test_command import detect_in_git
 
+    try:
+        spec_for(task)
+        return None
+    except SpecError:
+        pass
     snap = snapshot(task.repo, task.base_commit)
     return None if detect_in_git(str(snap.git_dir), snap.commit) else test_report(snap)
 
