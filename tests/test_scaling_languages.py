@@ -100,3 +100,19 @@ def test_the_reproduction_verifier_writes_and_runs_a_go_test(make_repo, tmp_path
     assert [c.scores["reproduction"] for c in candidates] == [1.0, 0.0]
     details = candidates[1].details["reproduction"]
     assert details.startswith("fails: ") and "TestMul" in details and "," not in details
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("no_leaks")
+def test_a_test_report_over_the_sandboxs_output_cap_is_read_whole(make_repo):
+    from codeagent.scaling.test_command import run_report
+
+    repo = make_repo({"calc.py": ""})
+    command = "for i in $(seq 1 400000); do echo \"ok $i\"; done; false || echo the end"  # 3.9 MB
+    with open_sandbox(snapshot(repo)) as sandbox:
+        capped = sandbox.run(command, timeout=120).output
+        whole = run_report(sandbox, command, timeout=120)
+        status = sandbox.run("git status --porcelain").output
+    assert whole == "".join(f"ok {i}\n" for i in range(1, 400001)) + "the end\n"
+    assert len(capped) < len(whole)  # the sandbox keeps part of a flood; the report is all there
+    assert status.strip() == ""  # the file is beside the repository's git data: nothing in a diff

@@ -139,8 +139,10 @@ def regression_by_command(command: str, candidates: list[Candidate], sandbox_fac
     if log_parser == "pytest" and "pytest" in command and "-rA" not in command.split():
         command = f"{command} -rA"
 
+    from .test_command import run_report
+
     with sandbox_factory() as sandbox:
-        baseline = _passing(sandbox.run(command, timeout=timeout).output, log_parser)
+        baseline = _passing(run_report(sandbox, command, timeout), log_parser)
     for candidate in candidates:
         with sandbox_factory() as sandbox:
             try:
@@ -148,7 +150,7 @@ def regression_by_command(command: str, candidates: list[Candidate], sandbox_fac
             except Exception as exc:
                 candidate.details["discarded"] = f"the patch does not apply: {exc}"
                 continue
-            after = _passing(sandbox.run(command, timeout=timeout).output, log_parser)
+            after = _passing(run_report(sandbox, command, timeout), log_parser)
         broken = sorted(baseline - after)
         candidate.scores["regression"] = round(1.0 - len(broken) / len(baseline), 4) if baseline else 1.0
         candidate.details["regression"] = {"tests": len(baseline), "broken": broken[:20],

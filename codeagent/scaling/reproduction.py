@@ -116,7 +116,9 @@ def _language_report(task: Task) -> TestReport | None:
 
 
 def _statuses(sandbox: Sandbox, report: TestReport, timeout: float) -> dict[str, str]:
-    return dict(parse_log(report.log_parser, sandbox.run(report.command, timeout=timeout).output))
+    from .test_command import run_report
+
+    return dict(parse_log(report.log_parser, run_report(sandbox, report.command, timeout)))
 
 
 def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory: SandboxFactory,
