@@ -64,7 +64,7 @@ def test_an_untrusted_repositorys_devcontainer_is_ignored_and_the_line_says_so(m
     assert environment.image is not None and environment.image.startswith("codeagent/lang-go")
     assert environment.line.startswith("environment: go 1.19 (go.mod) on codeagent/base:x")
     assert environment.line.endswith(f"; {DOT} ignored: the repository is not trusted and building it runs its "
-                                     "commands (pass --trust, or add the repository to trusted_projects in your config)")
+                                     "commands (add it to trusted_projects in your config, or run solve with --trust)")
     configured = resolve(snap, "my/own:2", build=False)
     assert configured.image == "my/own:2" and "not trusted" in configured.line
 
@@ -174,3 +174,17 @@ def test_a_failing_dockerfile_shows_its_last_lines_and_tags_nothing(make_repo, b
     assert environment.image is None and f"; {DOT} could not be built: " in environment.line
     assert "broken step" in environment.line and "returned a non-zero code: 7" in environment.line
     assert devcontainer_tags("codeagent/devcontainer") == before
+
+
+@pytest.mark.docker
+def test_solve_with_trust_starts_in_the_devcontainer_and_without_it_says_it_ignored_it(make_repo, base_image, tmp_path):
+    repo = make_repo({"main.py": "", DOT: json.dumps({"image": base_image})})
+    env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
+           "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
+    solve = ["solve", "--headless", "--repo", str(repo), "--issue", "x", "--model", "hosted_vllm/served",
+             "--api-base", "http://127.0.0.1:9/v1"]
+    trusted = cli(*solve, "--trust", cwd=tmp_path, env=env)
+    assert f"codeagent · environment: the devcontainer ({DOT}: image {base_image}), image {base_image}\n" \
+           in trusted.stderr, trusted.stderr[-2000:]
+    untrusted = cli(*solve, cwd=tmp_path, env=env)
+    assert f"; {DOT} ignored: the repository is not trusted" in untrusted.stderr, untrusted.stderr[-2000:]

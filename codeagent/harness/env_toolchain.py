@@ -219,7 +219,7 @@ def _devcontainer(snap: RepoSnapshot, build: bool, log: Callable[[str], None] | 
         return None, ""
     if not trusted:
         return None, (f"{path} ignored: the repository is not trusted and building it runs its commands "
-                      "(pass --trust, or add the repository to trusted_projects in your config)")
+                      "(add it to trusted_projects in your config, or run solve with --trust)")
     started = time.monotonic()
     try:
         found = devcontainer.load(snap, path)
