@@ -4,12 +4,13 @@ command (`test_report`).
 Resolved in order (a task's own environment spec is the harness's, before this): the repository's
 devcontainer, only when the user trusts the repository (harness/devcontainer.py; an untrusted,
 malformed or failing one is said in the line, and the next choice is used); `sandbox.image` from the
-user's config; else the toolchain detected from the repository's files (the `toolchain:` sections of languages/*.yaml, lowest `order` first); else
-Python on the base image, as before. A toolchain is two layers built with harness/layers.py: the
-language (Debian packages and install steps, keyed by the recipe and the base image), then its
-dependencies fetched into the language's cache (keyed by the recipe and the manifest/lock files),
-both with network at build time only; the sandbox on top keeps none. A layer that fails to build
-is not committed, and the run goes on on the base image with one line saying what is missing.
+user's config; else the toolchain detected from the repository's files (the `toolchain:` sections of
+languages/*.yaml, lowest `order` first); else Python on the base image, as before. A toolchain is
+two layers built with harness/layers.py: the language (Debian packages and install steps, keyed by
+the recipe and the base image), then its dependencies fetched into the language's cache (keyed by the
+recipe and the manifest/lock files), both with network at build time only; the sandbox on top keeps
+none. A layer that fails to build is not committed, and the run goes on on the base image with one
+line saying what is missing.
 """
 
 from __future__ import annotations
