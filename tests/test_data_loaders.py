@@ -26,7 +26,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def test_every_format_is_one_entry_of_the_registry():
-    assert list(FORMATS) == ["swebench", "swe-gym", "swe-smith", "r2e-gym", "toy"]
+    assert list(FORMATS) == ["swebench", "swe-gym", "swe-smith", "r2e-gym", "swebench-multilingual", "multi-swe-bench",
+                             "swe-polybench", "toy"]
     for name, entry in FORMATS.items():
         assert isinstance(entry, TaskFormat) and entry.name == name and entry.about
         assert (entry.to_task is None) != (entry.read is None)  # rows one by one, or a source read whole
@@ -36,7 +37,8 @@ def test_an_unknown_format_is_a_clear_error_naming_the_known_ones(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", [SMITH])
     for call in (lambda: format_of("swe-bench"), lambda: load_tasks(path, "swe-bench")):
         with pytest.raises(TaskFormatError, match="unknown task format 'swe-bench'; use auto or one of "
-                                                  "swebench, swe-gym, swe-smith, r2e-gym, toy"):
+                                                  "swebench, swe-gym, swe-smith, r2e-gym, swebench-multilingual, "
+                                                  "multi-swe-bench, swe-polybench, toy"):
             call()
     assert issubclass(TaskFormatError, DatasetError)  # evals/ and train/ catch one error for any source
     from pydantic import ValidationError

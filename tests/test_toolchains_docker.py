@@ -170,3 +170,24 @@ def test_the_tui_session_s_sandbox_has_the_toolchain_and_says_so(tmp_path):
     assert any(text.startswith("environment: go 1.19 (go.mod)") for text in recorder.notices()), recorder.notices()
     outputs = " ".join(str(getattr(event, "output", "")) for event in recorder.events)
     assert "go version go1." in outputs and "ok" in outputs, outputs[-2000:]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("name, test", [("go", "TestAdd"), ("rust", "adds"), ("node", "adds"), ("maven", "adds"),
+                                        ("c", "make test")])
+def test_the_test_report_prints_what_its_parser_reads_offline_in_the_toolchain_sandbox(tmp_path, name, test):
+    """Contract 3: the repository's graded test command, run where the agent runs (no network)."""
+    from codeagent.harness.env_toolchain import test_report
+    from codeagent.harness.log_parsers import parse_log
+    from codeagent.sandbox import open_sandbox
+
+    snap = snapshot(repo_of(name, tmp_path))
+    report = test_report(snap)
+    assert report is not None
+    with open_sandbox(snap, image=resolve(snap).image) as box:
+        result = box.run(report.command, timeout=600)
+    statuses = parse_log(report.log_parser, result.output)
+    assert statuses and set(statuses.values()) == {"PASSED"}, result.output[-2000:]
+    assert any(test in found for found in statuses), statuses

@@ -88,7 +88,7 @@ def sandbox_run(repo, example, commit, kind, timeout, network, command) -> None:
             from ..sandbox import snapshot
 
             repo = snapshot(repo, commit)
-            options["image"] = repository_environment(repo, load_config(None, None).sandbox.image,
+            options["image"] = repository_environment(repo, load_config(None, None),
                                                       lambda line: click.echo(line, err=True)).image
         if kind == "local":
             click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)

@@ -34,6 +34,14 @@ class LanguageUnavailable(RuntimeError):
 
 
 @dataclass(frozen=True)
+class ReportRecipe:
+    """How a repository's test suite prints a report a log parser reads (`test_report:`)."""
+
+    command: str
+    log_parser: str  # a name of harness/log_parsers.py's PARSERS
+
+
+@dataclass(frozen=True)
 class Variant:
     """A flavour of a toolchain chosen by a file the repository holds (a lockfile: npm, yarn, pnpm)."""
 
@@ -42,6 +50,16 @@ class Variant:
     install: str = ""
     prefetch: str = ""
     test_command: str = ""
+    test_setup: str = ""  # run (offline) before a runner's report command: install from the prefetched cache
+    test_report: ReportRecipe | None = None
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A test runner chosen by the repository's `runners_from` manifest (package.json: jest, vitest...)."""
+
+    name: str
+    test_report: ReportRecipe
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,25 @@ class Toolchain:
     manifests: tuple[str, ...] = ()  # the files whose content keys the prefetched dependencies
     prefetch: str = ""  # run at build time in the repository, with network
     test_command: str = ""
+    test_report: ReportRecipe | None = None
+    runners: tuple[Runner, ...] = ()
+    runners_from: str = ""  # the JSON manifest whose test script, then dependencies, name the runner
+
+
+def _report(data: dict | None) -> ReportRecipe | None:
+    return ReportRecipe(str(data["command"]), str(data["log_parser"])) if data else None
+
+
+def _variant(data: dict) -> Variant:
+    plain = {key: str(value) for key, value in data.items() if key != "test_report"}
+    return Variant(**plain, test_report=_report(data.get("test_report")))
+
+
+def _runner(data: dict) -> Runner:
+    recipe = _report(data["test_report"])
+    if recipe is None:
+        raise KeyError(f"runner {data.get('name')!r}: test_report")
+    return Runner(str(data["name"]), recipe)
 
 
 def load_toolchain(data: dict) -> Toolchain:
@@ -73,9 +110,11 @@ def load_toolchain(data: dict) -> Toolchain:
         version_command=str(data.get("version_command") or ""),
         versions=tuple((str(rule["file"]), str(rule["pattern"])) for rule in data.get("versions") or ()),
         version_install=str(data.get("version_install") or ""),
-        variants=tuple(Variant(**{key: str(value) for key, value in variant.items()}) for variant in data.get("variants") or ()),
+        variants=tuple(_variant(variant) for variant in data.get("variants") or ()),
         manifests=tuple(map(str, data.get("manifests") or ())), prefetch=str(data.get("prefetch") or ""),
-        test_command=str(data.get("test_command") or ""),
+        test_command=str(data.get("test_command") or ""), test_report=_report(data.get("test_report")),
+        runners=tuple(_runner(runner) for runner in data.get("runners") or ()),
+        runners_from=str(data.get("runners_from") or ""),
     )
 
 

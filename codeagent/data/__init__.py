@@ -1,11 +1,13 @@
 """Task sources: every data set format read into codeagent's Task through one registry, one
 selection function, and held-out splits. evals/ and train/ both take their tasks from here.
 
-    loaders.py   FORMATS (one entry per format: SWE-bench, SWE-Gym, SWE-smith, R2E-Gym, toy) and
+    loaders.py   FORMATS (one entry per format: SWE-bench, SWE-Gym, SWE-smith, R2E-Gym, SWE-bench
+                 Multilingual, Multi-SWE-bench, SWE-PolyBench, toy) and
                  `load_tasks(source, format="auto", instance_ids=, regex=, repo=, slice=)`
     select.py    `select_tasks` (ids, regex, repository, slice) and `parse_slice`
     swebench.py  SWE-bench data sets: named ones (evals/datasets.yaml), the hub, files; every row checked
     formats.py   the rows of SWE-Gym, SWE-smith and R2E-Gym into Task; `reverse_patch`
+    multilingual.py  the rows of SWE-bench Multilingual, Multi-SWE-bench and SWE-PolyBench into Task
     toy.py       the toy task families (evals/toy/), generated
     split.py     deterministic held-out splits, by repository so no repository is on both sides
     ids.py       instance ids as folder names (two that would share one are refused)

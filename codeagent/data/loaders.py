@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..task import Task
-from . import formats, swebench
+from . import formats, multilingual, swebench
 from .errors import DatasetError, TaskFormatError
 from .select import select_tasks
 
@@ -55,6 +55,15 @@ FORMATS: dict[str, TaskFormat] = {entry.name: entry for entry in (
                to_task=formats.swe_smith_task, detect=formats.is_swe_smith),
     TaskFormat("r2e-gym", "R2E-Gym rows: the repository inside its image, graded against expected test statuses",
                to_task=formats.r2e_gym_task, detect=formats.is_r2e_gym),
+    TaskFormat("swebench-multilingual", "SWE-bench Multilingual rows: SWE-bench's fields; the version picks the "
+                                        "repository's spec in evals/environments/languages/",
+               to_task=multilingual.swebench_multilingual_task, detect=multilingual.is_swebench_multilingual),
+    TaskFormat("multi-swe-bench", "Multi-SWE-bench rows: a pull request (org, repo, number, base, fix_patch) and "
+                                  "its f2p/s2p/n2p/p2p test maps",
+               to_task=multilingual.multi_swe_bench_task, detect=multilingual.is_multi_swe_bench),
+    TaskFormat("swe-polybench", "SWE-PolyBench rows: Java, JavaScript, TypeScript or Python, with F2P/P2P and "
+                                "the test command",
+               to_task=multilingual.polybench_task, detect=multilingual.is_polybench),
     TaskFormat("toy", "the toy family (evals/toy/), generated: toy or toy:COUNT", read=_toy),
 )}
 ROW_FILES = (".json", ".jsonl", ".parquet")  # what formats.read_rows reads; SWE-bench reads more (swebench.py)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..task import Task
 from ..visible import visible
-from .env_images import BuiltImages, image_source
+from .env_images import built_images, image_source
 from .env_plan import grade_in, own_plan
 from .grading import Outcome, not_run
 from .task_env import TaskEnvironment, report_dict
@@ -66,7 +66,7 @@ def grade_in_sandbox(box, task: Task, patch: str | None = None, *, harness: bool
     `harness`: graded as the harness grades the task (its spec's command, parser and services);
     else by the task's own `test_command`."""
     if harness:
-        source = BuiltImages(task)  # a pulled task is graded in its grading image (sandbox_grades)
+        source = built_images(task)  # a pulled task is graded in its grading image (sandbox_grades)
         plan, services = source.plan(), source.services
     else:
         plan, services = own_plan(task), []

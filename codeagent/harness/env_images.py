@@ -8,9 +8,12 @@
   thin layer. The agent's image has the hidden tests taken out; grading uses the one that keeps them,
   with the layout's own plan (prebuilt_eval.py).
 
+- `LanguageImages`: a task in another language (Go, Rust, JavaScript, Java, C/C++; lang_specs.py says
+  which): codeagent builds its toolchain, dependencies and instance layers (env_language.py) and grades
+  with its spec's test commands and log parser.
+
 Every caller (eval, the regression verifier, GRPO rollouts, `traj grade`, `--prebuild`) asks
-`image_source(task)` and uses what it gives; none reads the task's image mark itself. A new kind of
-environment (a repository's language toolchain) is one more source here.
+`image_source(task)` and uses what it gives; none reads the task's image mark itself.
 """
 
 from __future__ import annotations
@@ -49,14 +52,51 @@ class Grading:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-class BuiltImages:
-    """Images codeagent builds from the task's environment spec (harness/specs.py)."""
+class _Built:
+    """Images codeagent builds itself: what its two sources share (`images()`: theirs)."""
 
     pulled = False
     sandbox_grades = True  # a fresh agent sandbox holds everything grading needs (the tests come as a patch)
 
     def __init__(self, task: Task):
         self.task = task
+
+    def images(self, log_dir: Path | None = None, phase: Phase | None = None) -> Any:
+        raise NotImplementedError
+
+    def facts(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def prepare(self, log_dir: Path | None = None, phase: Phase | None = None) -> list[str]:
+        """Build what is missing of the images; the layers built."""
+        return self.images(log_dir, phase).built
+
+    def agent_image(self, log_dir: Path | None = None, phase: Phase | None = None) -> tuple[str, RepoSnapshot]:
+        """(the image the agent works in, the snapshot its sandboxes stand on)."""
+        from ..sandbox.workspace import snapshot
+
+        return self.images(log_dir, phase).instance, snapshot(self.task.repo, self.task.base_commit)
+
+    def test_image(self, log_dir: Path | None = None, phase: Phase | None = None) -> str:
+        """The image tests run in (built when missing)."""
+        return self.images(log_dir, phase).instance
+
+    @staticmethod
+    def reason(error: Exception) -> str:
+        """Why grading broke, as a harness error's reason."""
+        return f"{type(error).__name__}: {error}"
+
+    def unavailable(self, error: Exception) -> dict[str, Any]:
+        """The report's fields when the images could not be had."""
+        from ..sandbox.errors import CloneFailed
+
+        missing = isinstance(error, CloneFailed)  # not the environment's defect: its repository is not here
+        reason = f"{OFFLINE_HINT}. {error}" if missing else f"the environment could not be built: {error}"
+        return {"reason": reason, **self.facts(), **({"repository_unavailable": True} if missing else {})}
+
+
+class BuiltImages(_Built):
+    """Images codeagent builds from the task's environment spec (harness/specs.py)."""
 
     @cached_property
     def spec(self):
@@ -72,20 +112,6 @@ class BuiltImages:
         from .environment import task_images
 
         return task_images(self.task, self.spec, log_dir=log_dir, phase=phase)
-
-    def prepare(self, log_dir: Path | None = None, phase: Phase | None = None) -> list[str]:
-        """Build what is missing of the images; the layers built."""
-        return self.images(log_dir, phase).built
-
-    def agent_image(self, log_dir: Path | None = None, phase: Phase | None = None) -> tuple[str, RepoSnapshot]:
-        """(the image the agent works in, the snapshot its sandboxes stand on)."""
-        from ..sandbox.workspace import snapshot
-
-        return self.images(log_dir, phase).instance, snapshot(self.task.repo, self.task.base_commit)
-
-    def test_image(self, log_dir: Path | None = None, phase: Phase | None = None) -> str:
-        """The image tests run in (built when missing)."""
-        return self.images(log_dir, phase).instance
 
     def facts(self) -> dict[str, Any]:
         spec = self.spec
@@ -104,18 +130,63 @@ class BuiltImages:
                  "layers_built": images.built, "image_seconds": round(images.seconds, 2)}
         return Grading(images.instance, self.plan(network=True), services=self.services, facts=facts)
 
-    @staticmethod
-    def reason(error: Exception) -> str:
-        """Why grading broke, as a harness error's reason."""
-        return f"{type(error).__name__}: {error}"
 
-    def unavailable(self, error: Exception) -> dict[str, Any]:
-        """The report's fields when the images could not be had."""
-        from ..sandbox.errors import CloneFailed
+class LanguageImages(_Built):
+    """A language task's images (env_language.py), from its language spec (lang_specs.py)."""
 
-        missing = isinstance(error, CloneFailed)  # not the environment's defect: its repository is not here
-        reason = f"{OFFLINE_HINT}. {error}" if missing else f"the environment could not be built: {error}"
-        return {"reason": reason, **self.facts(), **({"repository_unavailable": True} if missing else {})}
+    services: list[Any] = []
+
+    @cached_property
+    def spec(self):
+        from .lang_specs import language_spec_for
+        from .spec_model import SpecError
+
+        spec = language_spec_for(self.task)
+        if spec is None:
+            raise SpecError(f"task {self.task.instance_id} is not a language task")
+        return spec
+
+    def images(self, log_dir: Path | None = None, phase: Phase | None = None):
+        from .env_language import language_images
+
+        return language_images(self.task, self.spec, log_dir=log_dir, phase=phase)
+
+    def facts(self) -> dict[str, Any]:
+        """The language and the toolchain version the spec asks for ('' the repository's, else Debian's;
+        `toolchain_fallback`: the recipe cannot install it, Debian's is used); what a spec that cannot
+        be resolved still says (the report's opening, before any build)."""
+        from .spec_model import SpecError
+
+        try:
+            spec = self.spec
+        except SpecError:
+            from .lang_specs import load_language_specs, task_environment
+            from .specs import repo_name
+
+            try:
+                own = task_environment(self.task) or {}
+                file = load_language_specs().get(repo_name(self.task))
+            except SpecError:
+                own, file = {}, None
+            return {"language": own.get("language") or (file.language if file else "")}
+        facts = {"language": spec.language, "toolchain_version": spec.toolchain_version or "", "log_parser": spec.log_parser}
+        if spec.toolchain_version:
+            from .env_language import installs_versions
+
+            facts["toolchain_fallback"] = not installs_versions(spec.language)  # True: Debian's is used instead
+        return facts
+
+    def plan(self, *, network: bool = False) -> TestPlan:
+        from .env_plan import language_plan
+
+        return language_plan(self.task, self.spec, network=network)
+
+    def grading(self, log_dir: Path | None = None, phase: Phase | None = None) -> Grading:
+        images = self.images(log_dir, phase)
+        facts = {"image": images.instance, **self.facts(), "toolchain": images.found.label,
+                 "images": {"base": images.base, **images.layers}, "layers_built": images.built,
+                 "image_seconds": round(images.seconds, 2)}
+        return Grading(images.instance, self.plan(network=True), facts=facts)
 
 
 class PulledImages:
@@ -176,10 +247,17 @@ class PulledImages:
         return {"reason": self.reason(error)}
 
 
-ImageSource = BuiltImages | PulledImages
+ImageSource = BuiltImages | LanguageImages | PulledImages
+
+
+def built_images(task: Task) -> BuiltImages | LanguageImages:
+    """The images codeagent builds for the task: a language task's (lang_specs.py), else Python's."""
+    from .lang_specs import is_language_task
+
+    return LanguageImages(task) if is_language_task(task) else BuiltImages(task)
 
 
 def image_source(task: Task, registry: str | None = None) -> ImageSource:
-    """The one decision: are the task's images pulled, or built from codeagent's spec? `registry`: the
-    mirror pulled images come through, where the task names none."""
-    return PulledImages(task, registry) if pulled(task) else BuiltImages(task)
+    """The one decision: are the task's images pulled, or built from codeagent's spec (a language's or
+    Python's)? `registry`: the mirror pulled images come through, where the task names none."""
+    return PulledImages(task, registry) if pulled(task) else built_images(task)

@@ -12,6 +12,7 @@ A patch that does not apply, or a test patch that does not, stops the flow with 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -119,6 +120,23 @@ def spec_plan(task: Task, spec, *, network: bool = False) -> TestPlan:
 
     return TestPlan(test_command(task, spec), spec.log_parser, float(spec.test_timeout), list(task.FAIL_TO_PASS),
                     list(task.PASS_TO_PASS), test_patch=task.test_patch or "", network=network)
+
+
+def language_command(spec) -> str:
+    """A language spec's tests as one script (lang_specs.LanguageSpec): test_env exported, pre_test, then
+    every test command, one after the other whatever each exits with, all into one log. The exit code is
+    the last command's, under pipefail: the status SWE-bench's eval script records right after its test
+    commands (which run under `set -o pipefail`, without `-e`)."""
+    exports = [f"export {name}={shlex.quote(value)}" for name, value in spec.test_env.items()]
+    return "\n".join(["set -o pipefail", *exports, *spec.pre_test, *spec.test_cmds])
+
+
+def language_plan(task: Task, spec, *, network: bool = False) -> TestPlan:
+    """The plan of a language task: its spec's test commands (the task's own `test_command` wins, as for
+    Python), log parser and timeout; the task's lists and test patch."""
+    return TestPlan(task.test_command or language_command(spec), spec.log_parser, float(spec.test_timeout),
+                    list(task.FAIL_TO_PASS), list(task.PASS_TO_PASS), test_patch=task.test_patch or "",
+                    network=network)
 
 
 class NoTestCommand(ValueError):

@@ -1,12 +1,16 @@
-"""A user's repository's environment: its language toolchain, on the base image.
+"""A user's repository's environment: its language toolchain, on the base image; and its graded test
+command (`test_report`).
 
-Resolved in order: `sandbox.image` from the user's config; else the toolchain detected from the
-repository's files (the `toolchain:` sections of languages/*.yaml, lowest `order` first); else
-Python on the base image, as before. A toolchain is two layers built with harness/layers.py: the
-language (Debian packages and install steps, keyed by the recipe and the base image), then its
-dependencies fetched into the language's cache (keyed by the recipe and the manifest/lock files),
-both with network at build time only; the sandbox on top keeps none. A layer that fails to build
-is not committed, and the run goes on on the base image with one line saying what is missing.
+Resolved in order (a task's own environment spec is the harness's, before this): the repository's
+devcontainer, only when the user trusts the repository (harness/devcontainer.py; an untrusted,
+malformed or failing one is said in the line, and the next choice is used); `sandbox.image` from the
+user's config; else the toolchain detected from the repository's files (the `toolchain:` sections of
+languages/*.yaml, lowest `order` first); else Python on the base image, as before. A toolchain is
+two layers built with harness/layers.py: the language (Debian packages and install steps, keyed by
+the recipe and the base image), then its dependencies fetched into the language's cache (keyed by the
+recipe and the manifest/lock files), both with network at build time only; the sandbox on top keeps
+none. A layer that fails to build is not committed, and the run goes on on the base image with one
+line saying what is missing.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..code.languages import Toolchain, Variant, toolchains
+from ..code.languages import ReportRecipe, Toolchain, Variant, toolchains
 from ..sandbox.images import base_image_tag, image_exists, require_image
 from ..sandbox.workspace import RepoSnapshot
+from . import devcontainer
 from .layers import Layer, LayerBuildError, build_layer
 
 APT = ("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
@@ -103,6 +108,60 @@ def detect(snap: RepoSnapshot) -> Detected | None:
     return None
 
 
+@dataclass(frozen=True)
+class TestReport:
+    """How to run a repository's test suite so that it prints what `log_parser` reads: in /testbed,
+    in its toolchain's image, offline."""
+
+    __test__ = False  # not a pytest class
+    language: str  # the toolchain's name (go, rust, node, java, c/c++)
+    command: str
+    log_parser: str  # a name of harness/log_parsers.py's PARSERS
+
+
+def test_report(snap: RepoSnapshot) -> TestReport | None:
+    """The repository's graded test command (the `test_report:` entries of languages/*.yaml): the
+    runner its manifest names, else its variant's, else its toolchain's. None: no toolchain detected
+    (Python), or none of its runners is named."""
+    found = detect(snap)
+    if found is None:
+        return None
+    tool, variant = found.toolchain, found.variant
+    recipe: ReportRecipe | None = None
+    if tool.runners:
+        runner = _runner(tool, snap)
+        if runner is not None:
+            setup = variant.test_setup if variant else ""
+            recipe = ReportRecipe(f"({setup}) && {runner.command}" if setup else runner.command, runner.log_parser)
+    else:
+        recipe = (variant.test_report if variant else None) or tool.test_report
+    return TestReport(tool.name, recipe.command, recipe.log_parser) if recipe else None
+
+
+test_report.__test__ = False  # type: ignore[attr-defined]  # a test module that imports it: not a test
+
+
+def _runner(tool: Toolchain, snap: RepoSnapshot) -> ReportRecipe | None:
+    """The runner the manifest's `test` script names (a whole word of it), else the first one among
+    its dependencies."""
+    try:
+        manifest = json.loads(read_file(snap, tool.runners_from) or b"{}")
+    except ValueError:
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    scripts = manifest.get("scripts")
+    script = " ".join(str((scripts if isinstance(scripts, dict) else {}).get("test") or "").split())
+    for runner in tool.runners:
+        if re.search(rf"(^|[\s;&|(/]){re.escape(runner.name)}($|[\s;&|)])", script):
+            return runner.test_report
+    names: set[str] = set()
+    for key in ("devDependencies", "dependencies"):
+        dependencies = manifest.get(key)
+        names |= set(dependencies) if isinstance(dependencies, dict) else set()
+    return next((runner.test_report for runner in tool.runners if runner.name in names), None)
+
+
 def _digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -139,9 +198,43 @@ def dependencies_layer(found: Detected, parent: str, snap: RepoSnapshot) -> Laye
 
 
 def resolve(snap: RepoSnapshot, image: str | None = None, *, base: str | None = None, build: bool = True,
-            log: Callable[[str], None] | None = None) -> Environment:
-    """The environment of the repository at `snap`; `image`: the user's `sandbox.image` (wins).
-    Builds the missing layers (`build`=False: only says what would be used)."""
+            log: Callable[[str], None] | None = None, trusted: bool = False) -> Environment:
+    """The environment of the repository at `snap`: its devcontainer when `trusted`, else `image` (the
+    user's `sandbox.image`), else its detected toolchain on `base`. Builds the missing layers
+    (`build`=False: only says what would be used). A devcontainer that is not used says why in the line."""
+    chosen, note = _devcontainer(snap, build, log, trusted)
+    if chosen is not None:
+        return chosen
+    environment = _configured_or_detected(snap, image, base, build, log)
+    if note:
+        environment.line += f"; {note}"
+    return environment
+
+
+def _devcontainer(snap: RepoSnapshot, build: bool, log: Callable[[str], None] | None,
+                  trusted: bool) -> tuple[Environment | None, str]:
+    from docker.errors import APIError
+
+    path = devcontainer.find(snap)
+    if path is None:
+        return None, ""
+    if not trusted:
+        return None, (f"{path} ignored: the repository is not trusted and building it runs its commands "
+                      "(add it to trusted_projects in your config, or run solve with --trust)")
+    started = time.monotonic()
+    try:
+        found = devcontainer.load(snap, path)
+        tag = devcontainer.prepare(found, snap, build=build, log=log)
+    except devcontainer.DevcontainerError as error:
+        return None, f"devcontainer ignored: {error}"
+    except (LayerBuildError, APIError) as error:
+        return None, f"{path} could not be built: {_tail(error, devcontainer.TAIL_LINES)}"
+    return Environment(tag, f"environment: the devcontainer ({path}: {found.what}), image {tag}",
+                       seconds=time.monotonic() - started), ""
+
+
+def _configured_or_detected(snap: RepoSnapshot, image: str | None, base: str | None, build: bool,
+                            log: Callable[[str], None] | None) -> Environment:
     if image:
         return Environment(image, f"environment: {image} (sandbox.image in your config)")
     found = detect(snap)
@@ -168,14 +261,18 @@ def resolve(snap: RepoSnapshot, image: str | None = None, *, base: str | None = 
             if build:
                 _build(deps, built)
     except (LayerBuildError, APIError) as error:
-        lines = [line for line in ANSI.sub("", str(error)).splitlines() if line.strip()]
-        tail = (lines[-1] if lines else type(error).__name__)[:300]
-        missing = (f"the {found.toolchain.name} toolchain could not be set up ({tail}); running on the base image: "
-                   f"set sandbox.image in your config to an image that has it")
+        missing = (f"the {found.toolchain.name} toolchain could not be set up ({_tail(error, 1)[:300]}); running on "
+                   f"the base image: set sandbox.image in your config to an image that has it")
         return Environment(None, f"environment: {missing}", found, missing, built, time.monotonic() - started)
     chosen = layers[-1].tag
     return Environment(chosen, f"environment: {found.label} ({why}) on {base}, image {chosen}", found,
                        built=built, seconds=time.monotonic() - started)
+
+
+def _tail(error: Exception, count: int) -> str:
+    """The last `count` non-empty lines of a build error, on one line."""
+    lines = [line.strip() for line in ANSI.sub("", str(error)).splitlines() if line.strip()]
+    return " | ".join(lines[-count:]) if lines else type(error).__name__
 
 
 def _build(layer: Layer, built: list[str]) -> None:

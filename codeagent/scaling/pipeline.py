@@ -72,9 +72,10 @@ def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_fact
     if not usable:
         return
     if "regression" in wanted:
-        command, source = _test_command(task, config)
+        command, parser, source = _test_command(task, config)
         if command:
-            regression_by_command(command, usable, sandbox_factory, config.limits.command_timeout, source=source)
+            regression_by_command(command, usable, sandbox_factory, config.limits.command_timeout, source=source,
+                                  log_parser=parser)
         elif _has_environment(task):  # a SWE-bench-style task: the harness runs its existing tests
             from .regression import score_candidates
 
@@ -95,21 +96,28 @@ def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_fact
               prompts_dir=config.agent.prompts_dir)
 
 
-def _test_command(task: Task, config: Config) -> tuple[str | None, str]:
-    """The regression tests' command and where it comes from: scaling.test_command, the task's own,
-    or (a repository with no environment spec) pytest when the repository's files say so."""
+def _test_command(task: Task, config: Config) -> tuple[str | None, str, str]:
+    """The regression tests' command, the log parser that reads its output and where they come from:
+    scaling.test_command, the task's own, or (a repository with no environment spec) pytest when the
+    repository's files say so, else the repository's own test report (its toolchain's: go test -json...)."""
     if config.scaling.test_command:
-        return config.scaling.test_command, "scaling.test_command"
+        return config.scaling.test_command, "pytest", "scaling.test_command"
     if task.test_command:
-        return task.test_command, "the task's test_command"
+        return task.test_command, str(task.extra.get("log_parser") or "pytest"), "the task's test_command"
     if _has_environment(task):
-        return None, ""
+        return None, "", ""
+    from ..harness.env_toolchain import test_report
     from ..sandbox.workspace import snapshot
     from .test_command import detect_in_git
 
     snap = snapshot(task.repo, task.base_commit)
     found = detect_in_git(str(snap.git_dir), snap.commit)
-    return found if found else (None, "")
+    if found:
+        return found[0], "pytest", found[1]
+    report = test_report(snap)
+    if report is None:
+        return None, "", ""
+    return report.command, report.log_parser, f"the repository's {report.language} tests, read as {report.log_parser}"
 
 
 def _has_environment(task: Task) -> bool:
@@ -123,16 +131,18 @@ def _has_environment(task: Task) -> bool:
 
 
 def regression_by_command(command: str, candidates: list[Candidate], sandbox_factory: SandboxFactory,
-                          timeout: float, source: str = "") -> None:
+                          timeout: float, source: str = "", log_parser: str = "pytest") -> None:
     """Run the tests on the original code, then on each candidate: scores["regression"] is the
-    share of the originally passing tests that still pass. Results are read as pytest's -rA report
-    (added to a pytest command that lacks it)."""
+    share of the originally passing tests that still pass. Results are read by `log_parser`
+    (pytest's -rA report: added to a pytest command that lacks it)."""
 
-    if "pytest" in command and "-rA" not in command.split():
+    if log_parser == "pytest" and "pytest" in command and "-rA" not in command.split():
         command = f"{command} -rA"
 
+    from .test_command import run_report
+
     with sandbox_factory() as sandbox:
-        baseline = _passing(sandbox.run(command, timeout=timeout).output)
+        baseline = _passing(run_report(sandbox, command, timeout), log_parser)
     for candidate in candidates:
         with sandbox_factory() as sandbox:
             try:
@@ -140,15 +150,15 @@ def regression_by_command(command: str, candidates: list[Candidate], sandbox_fac
             except Exception as exc:
                 candidate.details["discarded"] = f"the patch does not apply: {exc}"
                 continue
-            after = _passing(sandbox.run(command, timeout=timeout).output)
+            after = _passing(run_report(sandbox, command, timeout), log_parser)
         broken = sorted(baseline - after)
         candidate.scores["regression"] = round(1.0 - len(broken) / len(baseline), 4) if baseline else 1.0
         candidate.details["regression"] = {"tests": len(baseline), "broken": broken[:20],
                                            "command": f"{command}" + (f" ({source})" if source else "")}
 
 
-def _passing(output: str) -> set[str]:
-    return {test for test, status in parse_log("pytest", output).items() if status in ("PASSED", "XFAIL")}
+def _passing(output: str, log_parser: str = "pytest") -> set[str]:
+    return {test for test, status in parse_log(log_parser, output).items() if status in ("PASSED", "XFAIL")}
 
 
 def retry_failed(task: Task, config: Config, candidates: list[Candidate], sandbox_factory: SandboxFactory,

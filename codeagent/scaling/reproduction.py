@@ -1,33 +1,63 @@
 """The reproduction verifier: an agent run writes a test that should fail on the original code
 because of the issue; it is kept only if it does fail there; each candidate is scored by whether
-that test passes with its patch."""
+that test passes with its patch.
+
+In a Python repository the test is a pytest file at TEST_PATH, judged by pytest's exit code. In a
+repository of another language (the rule of the regression verifier: no sign of pytest, a toolchain
+detected) it is the new files the run adds, in the repository's own framework, judged by the
+repository's test report (harness/env_toolchain.py test_report): its tests are the ids the report
+names that the original code's run does not. A test that breaks the build of the original code (an
+API the issue asks for) fails there for real, as a pytest collection error does.
+"""
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..agent.prompts import render
 from ..config import Config
+from ..harness.log_parsers import parse_log
 from ..models import Model
 from ..sandbox.restore import restore_patch
 from ..task import Task
 from .candidates import SandboxFactory
 from .types import Candidate
 
+if TYPE_CHECKING:
+    from ..harness.env_toolchain import TestReport
+    from ..sandbox import Sandbox
+
 TEST_PATH = ".codeagent-scratch/reproduce_test.py"
 # pytest: 1 = tests failed, 2 = collection error (often the missing API the issue is about)
 FAILS_FOR_REAL = {1, 2}
+PASSING = ("PASSED", "XFAIL")
+
+
+@dataclass(frozen=True)
+class RepoTest:
+    """A reproduction test in the repository's own language: the files it adds, run by its test report."""
+
+    files: tuple[tuple[str, str], ...]  # (path, text)
+    report: TestReport
+    before: frozenset[str]  # the test ids the original code's run reports without it
 
 
 def reproduction_command(path: str = TEST_PATH) -> str:
     return f"python -m pytest -q -p no:cacheprovider {shlex.quote(path)}"
 
 
-def write_reproduction(task: Task, config: Config, model: Model, sandbox_factory: SandboxFactory) -> tuple[str | None, str]:
-    """(the test's source, what happened); the source is None when no usable test came out."""
+def write_reproduction(task: Task, config: Config, model: Model,
+                       sandbox_factory: SandboxFactory) -> tuple[str | RepoTest | None, str]:
+    """(the test's source, or a RepoTest in a repository of another language; what happened); None
+    when no usable test came out."""
     from ..agent.loop import Agent
 
     own = config.model_copy(update={"agent": config.agent.model_copy(update={"review_on_submit": False})})
+    report = _language_report(task)
+    if report is not None:
+        return _write_in_language(task, own, model, sandbox_factory, report, config.limits.command_timeout)
     with sandbox_factory() as sandbox:
         prompt = render("reproduce", config.agent.prompts_dir, problem_statement=task.problem_statement,
                         test_path=TEST_PATH, workdir=sandbox.workdir)
@@ -45,9 +75,12 @@ def write_reproduction(task: Task, config: Config, model: Model, sandbox_factory
     return source, f"kept: it fails on the original code (exit {outcome.exit_code})"
 
 
-def score_reproduction(source: str, candidates: list[Candidate], sandbox_factory: SandboxFactory,
+def score_reproduction(source: str | RepoTest, candidates: list[Candidate], sandbox_factory: SandboxFactory,
                        timeout: float) -> None:
     """scores["reproduction"] = 1.0 when the kept test passes with the candidate's patch."""
+    if isinstance(source, RepoTest):
+        _score_in_language(source, candidates, sandbox_factory, timeout)
+        return
     for candidate in candidates:
         if not candidate.usable:
             continue
@@ -63,3 +96,81 @@ def score_reproduction(source: str, candidates: list[Candidate], sandbox_factory
         candidate.scores["reproduction"] = 1.0 if outcome.exit_code == 0 else 0.0
         candidate.details["reproduction"] = "passes" if outcome.exit_code == 0 else \
             f"fails (exit {outcome.exit_code}): {outcome.output.strip()[-300:]}"
+
+
+def _language_report(task: Task) -> TestReport | None:
+    """The repository's own test report when it is not a Python repository (no SWE-bench-style spec,
+    no sign of pytest), else None."""
+    from ..harness.env_toolchain import test_report
+    from ..harness.specs import SpecError, spec_for
+    from ..sandbox.workspace import snapshot
+    from .test_command import detect_in_git
+
+    try:
+        spec_for(task)
+        return None
+    except SpecError:
+        pass
+    snap = snapshot(task.repo, task.base_commit)
+    return None if detect_in_git(str(snap.git_dir), snap.commit) else test_report(snap)
+
+
+def _statuses(sandbox: Sandbox, report: TestReport, timeout: float) -> dict[str, str]:
+    from .test_command import run_report
+
+    return dict(parse_log(report.log_parser, run_report(sandbox, report.command, timeout)))
+
+
+def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory: SandboxFactory,
+                       report: TestReport, timeout: float) -> tuple[RepoTest | None, str]:
+    from ..agent.loop import Agent
+    from ..harness.env_toolchain import detect
+    from ..sandbox.workspace import snapshot
+    from .scratch import touched_files
+
+    found = detect(snapshot(task.repo, task.base_commit))
+    with sandbox_factory() as sandbox:
+        prompt = render("reproduce_tests", config.agent.prompts_dir, problem_statement=task.problem_statement,
+                        workdir=sandbox.workdir, test_command=found.test_command if found else report.command)
+        result = Agent(model, config).run(task, sandbox, instance_prompt=prompt)
+        added = [item.new for item in touched_files(sandbox.diff()) if item.old is None and item.new]
+        files = tuple((path, sandbox.read_file(path).decode("utf-8", errors="replace")) for path in added)
+    if not files:
+        return None, f"the reproduction run ({result.exit_status}) added no test file"
+    with sandbox_factory() as original:  # a clean sandbox: the run may have touched other files
+        before = _statuses(original, report, timeout)
+        for path, text in files:
+            original.write_file(path, text)
+        after = _statuses(original, report, timeout)
+    new = {test: status for test, status in after.items() if test not in before}
+    named = ", ".join(path for path, _ in files)
+    if new and all(status in PASSING for status in new.values()):
+        return None, f"discarded: the reproduction test ({named}) does not fail on the original code"
+    still = {test for test, status in after.items() if status in PASSING}
+    if not new and {test for test, status in before.items() if status in PASSING} <= still:
+        return None, f"discarded: the repository's tests ({report.command}) do not run the reproduction test ({named})"
+    how = "its tests fail" if new else "the tests no longer build"
+    return RepoTest(files, report, frozenset(before)), f"kept: it fails on the original code ({named}: {how})"
+
+
+def _score_in_language(test: RepoTest, candidates: list[Candidate], sandbox_factory: SandboxFactory,
+                       timeout: float) -> None:
+    for candidate in candidates:
+        if not candidate.usable:
+            continue
+        with sandbox_factory() as sandbox:
+            try:
+                restore_patch(sandbox, candidate.patch)
+            except Exception as exc:
+                candidate.details["reproduction"] = f"the patch does not apply: {exc}"
+                candidate.scores["reproduction"] = 0.0
+                continue
+            for path, text in test.files:
+                sandbox.write_file(path, text)
+            statuses = _statuses(sandbox, test.report, timeout)
+        new = {name: status for name, status in statuses.items() if name not in test.before}
+        passes = bool(new) and all(status in PASSING for status in new.values())
+        candidate.scores["reproduction"] = 1.0 if passes else 0.0
+        failing = sorted(name for name, status in new.items() if status not in PASSING)
+        candidate.details["reproduction"] = "passes" if passes else \
+            (f"fails: {', '.join(failing[:10])}" if failing else "fails: the reproduction test did not run")

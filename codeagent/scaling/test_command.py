@@ -2,7 +2,8 @@
 repository's own files say it is tested with pytest (its settings in pytest.ini, conftest.py,
 pyproject.toml, setup.cfg or tox.ini, a tox environment that runs pytest, or pytest-style test
 files), as the harness's default test command is pytest. The files are read from git objects,
-never from a checkout, and only looked at as text.
+never from a checkout, and only looked at as text. `run_report` runs a test command in a sandbox
+and returns its whole output for a log parser.
 """
 
 from __future__ import annotations
@@ -11,8 +12,14 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
 
 PYTEST = "python -m pytest -rA"
+REPORT_FILE = ".git/codeagent-test-report.log"  # beside the sandbox repository's own data: never in a diff
+MAX_REPORT = 64 << 20
 _SETTINGS = {
     "pytest.ini": None,
     "conftest.py": None,
@@ -46,3 +53,13 @@ def detect_in_git(git_dir: str, commit: str) -> tuple[str, str] | None:
     if proc.returncode != 0:
         return None
     return detect(proc.stdout.splitlines(), git_reader(git_dir, commit))
+
+
+def run_report(sandbox: Sandbox, command: str, timeout: float) -> str:
+    """The whole output of `command` run in the sandbox, not only what the sandbox's output cap keeps
+    (a big Surefire or jest report): written to a file, read back; the captured output if it cannot be."""
+    result = sandbox.run(f"( {command}\n) > {REPORT_FILE} 2>&1", timeout=timeout)
+    try:
+        return sandbox.read_file(REPORT_FILE, max_bytes=MAX_REPORT).decode("utf-8", errors="replace")
+    except OSError:
+        return result.output

@@ -33,7 +33,7 @@ class SandboxSlot:
         try:
             snap, options = snapshot(task.repo, task.base_commit), sandbox_options(self.config.sandbox)
             if options["kind"] == "docker":  # the repository's toolchain, unless sandbox.image says otherwise
-                options["image"] = repository_environment(snap, self.config.sandbox.image, self.say).image
+                options["image"] = repository_environment(snap, self.config, self.say).image
             sandbox = open_sandbox(snap, **options)
             try:
                 if patch.strip():

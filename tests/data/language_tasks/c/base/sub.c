@@ -1,0 +1,3 @@
+#include "sub.h"
+
+int sub(int a, int b) { return a + b; }

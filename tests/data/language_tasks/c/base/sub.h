@@ -1,0 +1,1 @@
+int sub(int a, int b);

@@ -1,0 +1,4 @@
+package calc
+
+// Sub returns a minus b.
+func Sub(a, b int) int { return a + b }

@@ -1,0 +1,7 @@
+package calc;
+
+public class Sub {
+    public static int sub(int a, int b) {
+        return a + b;
+    }
+}

@@ -1,0 +1,1 @@
+exports.sub = (a, b) => a + b;

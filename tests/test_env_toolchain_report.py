@@ -1,0 +1,96 @@
+"""A repository's graded test command (contract 3): `test_report(snap)` reads the `test_report:` data of
+languages/*.yaml for the toolchain its files choose; for Node, the runner package.json uses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from codeagent.code.languages import toolchains
+from codeagent.harness.env_toolchain import TestReport, test_report
+from codeagent.harness.log_parsers import PARSERS
+from codeagent.sandbox import snapshot
+
+from .support.git import git
+
+DATA = Path(__file__).parent / "data" / "toolchains"
+
+
+def toy(name: str, tmp_path: Path) -> Path:
+    repo = tmp_path / name
+    shutil.copytree(DATA / name, repo)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+@pytest.mark.parametrize("name, language, starts, parser", [
+    ("go", "go", "go test -json ./...", "go_json"),
+    ("rust", "rust", "cargo test --no-fail-fast", "cargo"),
+    ("node", "node", "([ -d node_modules ] || npm ci --offline) && NODE_OPTIONS=--test-reporter=tap npm test", "tap"),
+    ("maven", "java", "find . -path '*/target/surefire-reports' -type d -prune -exec rm -rf {} +; mvn -o -B -q test",
+     "junit_xml"),
+    ("c", "c/c++", "make test && echo 'PASS: make test'", "jq"),
+])
+def test_each_toy_repository_has_its_report(tmp_path, name, language, starts, parser):
+    report = test_report(snapshot(toy(name, tmp_path)))
+    assert isinstance(report, TestReport) and report.language == language and report.log_parser == parser
+    assert report.command.startswith(starts)
+
+
+def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | None = None) -> str:
+    return json.dumps({"name": "x", **({"scripts": scripts} if scripts else {}),
+                       **({"devDependencies": dev} if dev else {}), **({"dependencies": deps} if deps else {})})
+
+
+@pytest.mark.parametrize("files, command, parser", [
+    ({"package.json": package({"test": "jest --coverage"})}, "npx --no-install jest --ci --json", "jest_json"),
+    ({"package.json": package({"test": "vitest"}, {"vitest": "^1"})}, "npx --no-install vitest run --reporter=json",
+     "vitest_json"),
+    # the test script names the runner: it wins over another runner among the dependencies
+    ({"package.json": package({"test": "eslint . && mocha 'test/**/*.js'"}, {"jest": "^29"})},
+     "npx --no-install mocha --reporter json", "mocha_json"),
+    # no runner in the script (a wrapper): the first runner among the dependencies
+    ({"package.json": package({"test": "node scripts/test.js"}, deps={"vitest": "1", "mocha": "10"})},
+     "npx --no-install vitest run --reporter=json", "vitest_json"),
+    ({"package.json": package({"test": "node --test test/"})}, "NODE_OPTIONS=--test-reporter=tap npm test", "tap"),
+    # a lockfile: its packages are installed offline from the prefetched cache first
+    ({"package.json": package({"test": "jest"}), "yarn.lock": ""},
+     "([ -d node_modules ] || yarn install --offline --frozen-lockfile) && npx --no-install jest --ci --json", "jest_json"),
+])
+def test_node_reports_by_the_runner_package_json_uses(make_repo, files, command, parser):
+    report = test_report(snapshot(make_repo(files)))
+    assert report == TestReport("node", command, parser)
+
+
+@pytest.mark.parametrize("files", [
+    {"package.json": package({"test": "jester"}, {"jestish": "1"})},  # a runner's name inside another word
+    {"package.json": package({"test": "tape test/*.js"}, {"tape": "5"})},  # a runner no parser reads
+    {"package.json": "{not json"},
+    {"package.json": "[1, 2]"},
+    {"main.py": "", "test_main.py": ""},  # Python: the miner and the verifiers use pytest
+])
+def test_no_report_where_no_known_runner_or_toolchain(make_repo, files):
+    assert test_report(snapshot(make_repo(files))) is None
+
+
+@pytest.mark.parametrize("files, starts, parser", [
+    ({"CMakeLists.txt": "project(x C)\n", "x.c": ""}, "rm -f build/codeagent-ctest.xml; cmake -S . -B build", "junit_xml"),
+    ({"build.gradle": "", "settings.gradle": ""}, "find . -path '*/build/test-results'", "junit_xml"),
+    ({"build.gradle.kts": ""}, "find . -path '*/build/test-results'", "junit_xml"),
+])
+def test_variants_have_their_own_report(make_repo, files, starts, parser):
+    report = test_report(snapshot(make_repo(files)))
+    assert report is not None and report.command.startswith(starts) and report.log_parser == parser
+
+
+def test_every_report_names_a_registered_log_parser():
+    named = set()
+    for tool in toolchains():
+        recipes = [tool.test_report, *(v.test_report for v in tool.variants), *(r.test_report for r in tool.runners)]
+        named |= {recipe.log_parser for recipe in recipes if recipe}
+    assert named and not named - set(PARSERS), f"not in PARSERS: {sorted(named - set(PARSERS))}"
