@@ -121,6 +121,26 @@ def test_an_install_that_fails_shows_its_last_lines_and_caches_nothing(dataset, 
     assert not image_exists(tag)
 
 
+def test_a_patch_that_stops_the_tests_from_running_is_a_failure_for_training(dataset, tmp_path):
+    """A patch that deletes go.mod leaves a log in no format of the parser: a harness error for the
+    report, marked `log_format_unknown`, which training scores as a failure instead of leaving it out
+    (left out, breaking the environment would dodge a failing reward)."""
+    from codeagent.train.rollout_results import infrastructure_failure
+
+    path, repos = dataset
+    row = json.loads(path.read_text().splitlines()[0])  # go
+    go_mod = (DATA / "toolchains" / "go" / "go.mod").read_text().splitlines()
+    row["patch"] = ("diff --git a/go.mod b/go.mod\ndeleted file mode 100644\n--- a/go.mod\n+++ /dev/null\n"
+                    f"@@ -1,{len(go_mod)} +0,0 @@\n" + "".join(f"-{line}\n" for line in go_mod))
+    breaking = tmp_path / "breaking.jsonl"
+    breaking.write_text(json.dumps(row) + "\n")
+    proc = grade(breaking, repos, tmp_path / "out", "--gold")
+    report = reports(tmp_path / "out")[row["instance_id"]]
+    assert report["outcome"] == "harness_error" and report["log_format_unknown"], proc.stderr[-2000:] + str(report)
+    assert infrastructure_failure("submitted", report["outcome"], report) is None
+    assert infrastructure_failure("submitted", "harness_error", {"reason": "the engine went away"})
+
+
 @pytest.mark.usefixtures("no_leaks")
 def test_the_agents_sandbox_has_the_toolchain_offline_and_the_rollout_grader_grades_there(dataset):
     """What `eval run` and GRPO rollouts open (harness/env_sandbox.py): the instance image, no network;

@@ -92,6 +92,9 @@ class GradeReport(BaseModel):
     masked_failures: list[str] = []  # listed tests that pass, whose id the log also reports FAILED or ERROR
     guard: str = ""  # "pytest": the log was checked against codeagent's pytest plugin (guard.py)
     tamper_evidence: list[str] = []  # where the log and what the guard saw disagree (never resolved then)
+    # harness_error because the log is in none of its parser's formats: the environment's fault, or a patch
+    # that stopped the tests from running (deleted go.mod): training scores it as a failure (rollout_results)
+    log_format_unknown: bool = False
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form
     @property
@@ -175,7 +178,7 @@ def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[
     if not statuses:
         parser = getattr(statuses, "parser", "")
         if listed and getattr(statuses, "format_seen", None) is False:
-            return GradeReport(outcome=Outcome.HARNESS_ERROR, **common, **report,
+            return GradeReport(outcome=Outcome.HARNESS_ERROR, **common, **report, log_format_unknown=True,
                                reason=f"the log is not in the format of log parser {parser!r}: no test result "
                                       f"and no output of its test runner or build")
         return GradeReport(outcome=Outcome.UNRESOLVED, reason="no test results in the log", **common, **report)

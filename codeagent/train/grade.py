@@ -60,7 +60,7 @@ def grade_trajectories(store, trajectories: Iterable[Any], *, tasks: dict[str, T
         except Exception as error:  # one run that cannot be graded is a harness error, not a dead batch
             report = {"outcome": "harness_error", "reason": f"{type(error).__name__}: {error}"}
         outcome = report.get("outcome")
-        failure = infrastructure_failure(None, outcome)
+        failure = infrastructure_failure(None, outcome, report)
         if failure:
             store.add_verification(trajectory.id, {"outcome": outcome, "grader": "harness",
                                                    "infrastructure_failure": failure,

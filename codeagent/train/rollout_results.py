@@ -29,11 +29,14 @@ INFRA_EXIT_STATUSES = ("sandbox_error",)
 INFRA_OUTCOMES = ("harness_error",)
 
 
-def infrastructure_failure(exit_status: str | None, outcome: str | None) -> str | None:
-    """Why a finished rollout cannot be scored (None when it can)."""
+def infrastructure_failure(exit_status: str | None, outcome: str | None, grade: dict[str, Any] | None = None) -> str | None:
+    """Why a finished rollout cannot be scored (None when it can). A log in none of its parser's formats
+    (`log_format_unknown`) is scored, as a failure: the policy can cause it (a patch that deletes go.mod
+    stops the tests from running), and left out it would be a way to dodge a failing reward. A task whose
+    environment never prints a readable log then gives a uniform group: no signal, no harm."""
     if exit_status in INFRA_EXIT_STATUSES:
         return f"infrastructure failure: exit status {exit_status}"
-    if outcome in INFRA_OUTCOMES:
+    if outcome in INFRA_OUTCOMES and not (grade or {}).get("log_format_unknown"):
         return f"infrastructure failure: grading outcome {outcome}"
     return None
 

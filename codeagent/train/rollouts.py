@@ -238,7 +238,7 @@ class Rollouts(RolloutBatch):
         trajectory = self.store.load(rollout.trajectory_id)
         release_conversation(policy, trajectory.steps)
         outcome = rollout.grade.get("outcome")
-        failure = infrastructure_failure(trajectory.exit_status, outcome)
+        failure = infrastructure_failure(trajectory.exit_status, outcome, rollout.grade)
         if failure:
             self.store.add_verification(rollout.trajectory_id, {"outcome": outcome, "grader": self.recipe.rollout.grader,
                                                                 "infrastructure_failure": failure})
