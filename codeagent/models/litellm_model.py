@@ -16,10 +16,13 @@ whole only with an unstreamed reply.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import logging
 import os
 import random
+import sys
 import time
 from typing import Any
 
@@ -55,13 +58,34 @@ def _import_litellm():
     # Offline by default: otherwise the import fetches a price list from GitHub, retrying for seconds.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm
+        if "litellm" in sys.modules:
+            import litellm
+        else:
+            with _collector_paused():
+                import litellm
     except ImportError as error:
         raise ModelConfigError(
             f"litellm is not installed ({error}); run: pip install 'codeagent[llm]'"
         ) from error
     litellm.suppress_debug_info = True
     return litellm
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The import makes ~half a million long-lived objects and no garbage cycles: the cyclic collector's passes
+    over them during it were ~30% of its CPU (a launch's longest step). It is paused meanwhile, then what is
+    alive is frozen (later full collections skip it: ~0.2 s each) and it runs again. Process-wide: the
+    sandbox's start, in the other thread, goes without collections too for those seconds."""
+    if not gc.isenabled():  # paused already (another thread's import, or the user's choice): leave it so
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 class LiteLLMModel:
