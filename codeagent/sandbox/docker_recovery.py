@@ -12,6 +12,7 @@ from typing import Any
 
 from . import disk
 from .errors import SandboxDead
+from .held import HostView
 from .protocol import Limits
 from .shell import KILL_TREE_SCRIPT, CommandResult, ShellSession
 
@@ -33,6 +34,9 @@ class DockerRecovery:
 
     def _recover_from_runaways(self, result: CommandResult) -> list[str]:
         """After a fork bomb, or runaway background jobs, nothing can start: kill them all."""
+        if not result.timed_out and (counted := self._processes_from_host()) is not None \
+                and counted < 0.5 * self.limits.pids:
+            return []  # too few processes to be runaways, whatever the output says: a megabyte is not searched
         fork_failed = FORK_FAILED in result.output
         if not (result.timed_out or fork_failed):
             return []
@@ -135,6 +139,12 @@ class DockerRecovery:
         except Exception:
             pass
         self.recover()
+
+    def _processes_from_host(self) -> int | None:
+        """The container's process count from its cgroup's member list (the processes `top` lists), read on
+        this host in microseconds; None where this host cannot see it (then only the engine's `top` can)."""
+        view = self._disk.view if self._disk is not None else None
+        return view.processes() if isinstance(view, HostView) else None
 
     def _processes(self) -> int:
         try:

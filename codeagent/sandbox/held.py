@@ -45,6 +45,9 @@ class HostView:
             return None
         return cls(procs_file, [info[key] for key in MOUNTED_FILES if info.get(key)])
 
+    def processes(self) -> int:
+        return len(_read_pids(self.procs_file))
+
     def held(self) -> tuple[int, int]:
         """(bytes of deleted files still open on the container's root filesystem, bytes of the
         engine's files mounted into it)."""
