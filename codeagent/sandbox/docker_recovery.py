@@ -54,7 +54,7 @@ class DockerRecovery:
     def _enforce_disk_cap(self, result: CommandResult, measure: bool) -> list[str]:
         assert self._disk is not None
         notes: list[str] = []
-        file_capped = result.exit_code == disk.SIGXFSZ_EXIT or "File size limit exceeded" in result.output
+        file_capped = result.exit_code == disk.SIGXFSZ_EXIT or disk.FILE_SIZE_EXCEEDED in result.seen
         if not (measure or file_capped or self._disk.tripped):
             return notes
         # what the watcher's measure found: stopping the processes (and restarting the container,

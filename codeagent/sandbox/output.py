@@ -92,3 +92,26 @@ class BoundedOutput:
         elided = self.total - len(head) - len(tail)
         return (f"{head.decode('utf-8', errors='replace')}\n[... {elided} bytes of output elided ...]\n"
                 f"{tail.decode('utf-8', errors='replace')}")
+
+
+class PhraseWatch:
+    """Which of a few phrases (ASCII, none holding "_") a command's output holds, looked for in each read as
+    it comes, while the command still writes, rather than in the whole output after it. Every byte is looked
+    at, those of an elided middle too; a phrase split between two reads is found."""
+
+    def __init__(self, phrases: tuple[str, ...]):
+        self.phrases = {phrase.encode(): phrase for phrase in phrases}
+        self.seen: set[str] = set()
+        self._keep = max((len(phrase) for phrase in phrases), default=1) - 1
+        self._tail = b""  # the last bytes looked at, for a phrase that goes on in the next read
+
+    def feed(self, data: bytes, stop: int | None = None) -> None:
+        """Look at data[:stop]."""
+        stop = len(data) if stop is None else stop
+        if not self.phrases or stop <= 0:
+            return
+        seam = self._tail + data[:min(stop, self._keep)]
+        for phrase, text in self.phrases.items():
+            if text not in self.seen and (phrase in seam or data.find(phrase, 0, stop) >= 0):
+                self.seen.add(text)
+        self._tail = (seam if stop <= self._keep else data[stop - self._keep:stop])[-self._keep:]
