@@ -1,20 +1,25 @@
-"""Command round trip: codeagent's persistent shell vs one `docker exec` per command.
+"""Command round trip: codeagent's persistent shell vs one `docker exec` per command (as mini-swe-agent runs
+tools), for this tree and a baseline checkout side by side.
 
-Same container, same commands, interleaved in one run. Target: p50 at least 20x faster than
-docker exec. Usage: python bench/sandbox_roundtrip.py [--runs 3] [--n 60]
+Each run starts one child process per tree (its own code, its own sandbox) and alternates their order; in a
+child, the same commands go through the shell and through `docker exec` on the same container, interleaved.
+Target: the shell's p50 at least 20x faster than docker exec for 1 MB of output.
+Usage: python bench/sandbox_roundtrip.py [--runs 3] [--n 60] [--baseline /path/to/other/checkout | --no-baseline]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 
-from _common import scratch_repo, summary
-
-from codeagent.sandbox import open_sandbox
+HERE = Path(__file__).resolve().parents[1]
 
 COMMANDS = {
     "true": "true",
@@ -24,6 +29,7 @@ COMMANDS = {
     # the same command with its output discarded: the floor that no transport can go under
     "1 MB to /dev/null": "head -c 1048576 /dev/zero | tr '\\0' x >/dev/null",
 }
+METHODS = ("codeagent shell", "docker exec (SDK)", "docker exec (CLI)")
 
 
 def timed(fn) -> float:
@@ -32,36 +38,88 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def cpu_timed(fn, cpu: list[float]) -> float:
+    """Wall seconds of fn; this process's CPU seconds for it go to `cpu` (the host side of the transport)."""
+    started = time.process_time()
+    wall = timed(fn)
+    cpu.append(time.process_time() - started)
+    return wall
+
+
+def measure(n: int) -> dict:
+    """In a child: p50 seconds of each command by each method, on one sandbox of this process's codeagent."""
+    from _common import scratch_repo
+
+    from codeagent.sandbox import open_sandbox
+
+    repo = scratch_repo(20)
+    medians: dict = {}
+    try:
+        with open_sandbox(repo) as box:
+            container = box.container
+            for label, command in COMMANDS.items():
+                times: dict[str, list[float]] = {name: [] for name in METHODS}
+                cpu: list[float] = []
+                box.run(command)  # warm
+                for _ in range(n):
+                    times["codeagent shell"].append(cpu_timed(lambda command=command: box.run(command), cpu))
+                    times["docker exec (SDK)"].append(timed(lambda command=command: container.exec_run(["sh", "-c", command])))
+                    times["docker exec (CLI)"].append(timed(lambda command=command: subprocess.run(
+                        ["docker", "exec", container.id, "sh", "-c", command], capture_output=True)))
+                medians[label] = {name: statistics.median(values) for name, values in times.items()}
+                medians[label]["shell cpu"] = statistics.median(cpu)
+            medians["io"] = box.io_mode
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+    return medians
+
+
+def run_child(tree: Path, n: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE / 'bench'}"}
+    done = subprocess.run([sys.executable, __file__, "--child", "--n", str(n)], capture_output=True, text=True,
+                          env=env, cwd=tree)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--n", type=int, default=60, help="commands per run and method")
+    parser.add_argument("--baseline", type=Path, default=Path("/work/main"),
+                        help="another codeagent checkout to compare with (its code is run as it is)")
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    repo = scratch_repo(20)
-    try:
-        with open_sandbox(repo) as box:
-            print(f"codeagent transport: {box.io_mode}")
-            container = box.container
-            for label, command in COMMANDS.items():
-                ratios = []
-                for run in range(1, args.runs + 1):
-                    times = {"codeagent shell": [], "docker exec (SDK)": [], "docker exec (CLI)": []}
-                    for _ in range(args.n):
-                        times["codeagent shell"].append(timed(lambda command=command: box.run(command)))
-                        times["docker exec (SDK)"].append(timed(lambda command=command: container.exec_run(["sh", "-c", command])))
-                        times["docker exec (CLI)"].append(timed(lambda command=command: subprocess.run(
-                            ["docker", "exec", container.id, "sh", "-c", command], capture_output=True)))
-                    base = statistics.median(times["docker exec (SDK)"])
-                    ours = statistics.median(times["codeagent shell"])
-                    ratios.append(base / ours)
-                    print(f"[{label}] run {run}")
-                    for name, values in times.items():
-                        print(f"  {name:18s} {summary(values)}")
-                    print(f"  ratio docker-exec(SDK)/shell p50: {base / ours:6.1f}x   "
-                          f"docker-exec(CLI)/shell: {statistics.median(times['docker exec (CLI)']) / ours:6.1f}x")
-                print(f"[{label}] median ratio over {args.runs} runs: {statistics.median(ratios):.1f}x (target >= 20x)\n")
-    finally:
-        shutil.rmtree(repo, ignore_errors=True)
+    if args.child:
+        print(json.dumps(measure(args.n)))
+        return
+    trees = {"this tree": HERE} | ({} if args.no_baseline else {"baseline": args.baseline.resolve()})
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    for run in range(args.runs):
+        for name, tree in (trees.items() if run % 2 == 0 else reversed(trees.items())):
+            runs[name].append(run_child(tree, args.n))
+    print(f"{args.runs} runs x {args.n} commands per method, trees alternating; load {os.getloadavg()[0]:.1f}")
+    for name, tree in trees.items():
+        print(f"  {name}: {tree} (transport: {runs[name][0]['io']})")
+    for label in COMMANDS:
+        print(f"[{label}] p50 per run (ms), median over runs")
+        shell, cpu = {}, {}
+        for name in trees:
+            per_run = runs[name]
+            shell[name] = statistics.median(r[label]["codeagent shell"] for r in per_run)
+            cpu[name] = statistics.median(r[label]["shell cpu"] for r in per_run)
+            ratios = [r[label]["docker exec (SDK)"] / r[label]["codeagent shell"] for r in per_run]
+            cli = [r[label]["docker exec (CLI)"] / r[label]["codeagent shell"] for r in per_run]
+            execs = statistics.median(r[label]["docker exec (SDK)"] for r in per_run)
+            print(f"  {name:10s} shell {shell[name] * 1000:7.2f} (host CPU {cpu[name] * 1000:5.2f})   docker exec (SDK) {execs * 1000:7.2f}   "
+                  f"ratio exec/shell {statistics.median(ratios):5.1f}x (CLI {statistics.median(cli):5.1f}x)   "
+                  f"runs: {' '.join(f'{ratio:.1f}x' for ratio in ratios)}")
+        if "baseline" in shell:
+            print(f"  shell: baseline/this tree {shell['baseline'] / shell['this tree']:.2f}x wall, "
+                  f"{cpu['baseline'] / cpu['this tree']:.2f}x host CPU")
+    print("target: ratio exec/shell >= 20x for 1 MB of output (builtin)")
 
 
 if __name__ == "__main__":
