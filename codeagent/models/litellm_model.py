@@ -42,7 +42,7 @@ from .litellm_errors import (
 )
 from .litellm_wire import _read_stream, _server_gives_token_ids, _token_logprobs
 from .text_protocol import response_from_text, to_text_messages
-from .tokens import estimate_tokens
+from .tokens import estimate_tokens, token_upper_bound
 from .types import ModelResponse, Sampling, Usage, response_from_message, tool_names
 
 log = logging.getLogger(__name__)
@@ -251,6 +251,10 @@ class LiteLLMModel:
             if _connection_failed(retry.cause):
                 raise ModelUnavailable(f"model {self.name!r}: cannot connect to {_endpoint(self.api_base)}") from error
             raise ModelUnavailable(f"model {self.name!r}: {type(retry.cause).__name__}: {retry.cause}") from error
+
+    def token_upper_bound(self, messages: list[dict]) -> int | None:
+        """At least count_tokens(messages), without litellm's tokenizer (None: count them)."""
+        return token_upper_bound(messages)
 
     def count_tokens(self, messages: list[dict]) -> int:
         """Tokens of messages for this model (litellm's tokenizer; chars/4 if it has none)."""
