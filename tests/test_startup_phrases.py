@@ -31,7 +31,8 @@ class Scripted:
 
 def watched(output: bytes, sizes: list[int], cwd: bytes = b"/work/dir", limit: int = 1 << 20):
     session = ShellSession(lambda: None, state_dir="/tmp/s", workdir="/", kill_children=lambda pid: True,
-                           hard_reset=lambda: None, output_limit=limit, watch=(PHRASE, "other phrase"))
+                           hard_reset=lambda: None, output_limit=limit)
+    session.watch = (PHRASE, "other phrase")
     session._transport = Scripted(output + session._marker + b" 0 " + cwd + b"\n", sizes)  # type: ignore[assignment]
     phrases = PhraseWatch(session.watch)
     captured = BoundedOutput(limit)

@@ -95,9 +95,9 @@ class DockerSandbox(DockerRecovery):
         shell_options = {"output_limit": output_limit} if output_limit else {}
         self.shell = ShellSession(
             self._open_transport, state_dir=STATE_DIR, workdir=workdir, kill_children=self._kill_children,
-            hard_reset=self._hard_reset, watch=(disk.NO_SPACE if self._engine_quota else disk.FILE_SIZE_EXCEEDED,),
-            **shell_options,
+            hard_reset=self._hard_reset, **shell_options,
         )
+        self.shell.watch = (disk.NO_SPACE if self._engine_quota else disk.FILE_SIZE_EXCEEDED,)
         try:
             if not self._engine_quota:
                 self._disk = disk.DiskWatch(self.container.id, self._disk_cap, self._stop_command,

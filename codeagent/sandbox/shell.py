@@ -63,14 +63,14 @@ class ShellSession:
 
     def __init__(self, open_transport: Callable[[], Transport], *, state_dir: str, workdir: str,
                  kill_children: Callable[..., bool], hard_reset: Callable[[], None],
-                 output_limit: int = DEFAULT_OUTPUT_LIMIT, watch: tuple[str, ...] = ()):
+                 output_limit: int = DEFAULT_OUTPUT_LIMIT):
         self._open_transport = open_transport
         self._kill_children = kill_children
         self._hard_reset = hard_reset
         self.state_dir = state_dir
         self.cwd = workdir
         self.output_limit = output_limit
-        self.watch = watch  # phrases looked for in each command's output as it comes (CommandResult.seen)
+        self.watch: tuple[str, ...] = ()  # phrases looked for in each command's output as it comes (CommandResult.seen)
         self._nonce = secrets.token_hex(8)
         self._marker = f"__CODEAGENT_{self._nonce}__".encode()
         self._transport: Transport | None = None
