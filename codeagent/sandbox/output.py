@@ -94,24 +94,47 @@ class BoundedOutput:
                 f"{tail.decode('utf-8', errors='replace')}")
 
 
+# CPython searches fewer than ~30,000 bytes with a simple loop that crawls a byte at a time through a run of a
+# character the phrase holds (spaces: 10x slower than its search of a long block), so reads are looked at in
+# blocks of at least this many bytes
+WATCH_BLOCK = 1 << 16
+
+
 class PhraseWatch:
-    """Which of a few phrases (ASCII, none holding "_") a command's output holds, looked for in each read as
-    it comes, while the command still writes, rather than in the whole output after it. Every byte is looked
-    at, those of an elided middle too; a phrase split between two reads is found."""
+    """Which of a few phrases (ASCII, none holding "_") a command's output holds, looked for in blocks of its
+    reads as they come, while the command still writes, rather than in the whole output after it. Every byte
+    is looked at, those of an elided middle too; a phrase split between two reads is found."""
 
     def __init__(self, phrases: tuple[str, ...]):
         self.phrases = {phrase.encode(): phrase for phrase in phrases}
-        self.seen: set[str] = set()
+        self._seen: set[str] = set()
         self._keep = max((len(phrase) for phrase in phrases), default=1) - 1
-        self._tail = b""  # the last bytes looked at, for a phrase that goes on in the next read
+        self._tail = b""  # the last bytes looked at, for a phrase that goes on in the next block
+        self._pending: list[bytes] = []
+        self._size = 0
 
     def feed(self, data: bytes, stop: int | None = None) -> None:
-        """Look at data[:stop]."""
-        stop = len(data) if stop is None else stop
-        if not self.phrases or stop <= 0:
+        """Look at data[:stop] (now, or with the next bytes)."""
+        if not self.phrases:
             return
-        seam = self._tail + data[:min(stop, self._keep)]
+        piece = data if stop is None or stop >= len(data) else data[:max(stop, 0)]
+        if piece:
+            self._pending.append(piece)
+            self._size += len(piece)
+        if self._size >= WATCH_BLOCK:
+            self._look()
+
+    @property
+    def seen(self) -> set[str]:
+        """The phrases found in all that was fed."""
+        if self._pending:
+            self._look()
+        return self._seen
+
+    def _look(self) -> None:
+        block = b"".join([self._tail, *self._pending])
+        self._pending, self._size = [], 0
         for phrase, text in self.phrases.items():
-            if text not in self.seen and (phrase in seam or data.find(phrase, 0, stop) >= 0):
-                self.seen.add(text)
-        self._tail = (seam if stop <= self._keep else data[stop - self._keep:stop])[-self._keep:]
+            if text not in self._seen and phrase in block:
+                self._seen.add(text)
+        self._tail = block[len(block) - self._keep:] if self._keep else b""
