@@ -86,3 +86,19 @@ def test_the_disk_caps_note_comes_from_the_shells_message_when_the_exit_code_hid
         assert "A file reached the size limit of 64.0 MiB" in result.output
         quiet = box.run(f"printf '%1048576s' x; echo '{PHRASE[:-1]}'")  # a megabyte, and no phrase whole
         assert quiet.seen == frozenset() and "[sandbox]" not in quiet.output
+
+
+def test_small_reads_are_looked_at_in_blocks(monkeypatch):
+    """A short span is searched by CPython's simple loop (slow on runs of spaces): reads are gathered first."""
+    from codeagent.sandbox import output
+
+    watch = PhraseWatch((PHRASE,))
+    looks = []
+    real = PhraseWatch._look
+    monkeypatch.setattr(PhraseWatch, "_look", lambda self: (looks.append(self._size), real(self)))
+    for _ in range(256):
+        watch.feed(b" " * 1024)
+    watch.feed(b" " * 100 + PHRASE.encode()[:5])
+    watch.feed(PHRASE.encode()[5:] + b"\n")
+    assert watch.seen == {PHRASE}
+    assert len(looks) == 256 * 1024 // output.WATCH_BLOCK + 1 and min(looks) > 0
