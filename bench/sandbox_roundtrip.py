@@ -3,6 +3,8 @@ tools), for this tree and a baseline checkout side by side.
 
 Each run starts one child process per tree (its own code, its own sandbox) and alternates their order; in a
 child, the same commands go through the shell and through `docker exec` on the same container, interleaved.
+Then the host side alone (no container: steady on a loaded machine): 1 MB parsed from a scripted stream in
+reads of 1 MiB, 64 KiB and 16 KiB, plus the sandbox's checks of the result.
 Target: the shell's p50 at least 20x faster than docker exec for 1 MB of output.
 Usage: python bench/sandbox_roundtrip.py [--runs 3] [--n 60] [--baseline /path/to/other/checkout | --no-baseline]
 """
@@ -74,9 +76,67 @@ def measure(n: int) -> dict:
     return medians
 
 
-def run_child(tree: Path, n: int) -> dict:
+def host_side(n: int) -> dict:
+    """In a child: seconds of this process's work for 1 MB of spaces (printf's output) in reads of each size,
+    with no container: the shell's parsing from a scripted stream, then the Docker sandbox's checks of the
+    result (runaways, the disk cap). The container's side is the same for every tree; this part is ours."""
+    import tempfile
+
+    from codeagent.sandbox import disk
+    from codeagent.sandbox.docker_recovery import DockerRecovery
+    from codeagent.sandbox.held import HostView
+    from codeagent.sandbox.protocol import Limits
+    from codeagent.sandbox.shell import ShellSession
+
+    class Scripted:
+        def __init__(self, stream: bytes, size: int):
+            self.stream, self.size, self.at = stream, size, 0
+
+        def send(self, data: bytes) -> None:
+            pass
+
+        def recv(self, timeout: float) -> bytes:
+            chunk = self.stream[self.at:self.at + self.size]
+            self.at += self.size
+            return chunk
+
+    procs = Path(tempfile.mkdtemp()) / "cgroup.procs"
+    procs.write_text("1\n7\n9\n")  # a cgroup's member list, as HostView reads it
+
+    class Watch:
+        tripped = False
+        view = HostView(procs, [])
+
+    class Box(DockerRecovery):
+        limits = Limits()
+        _disk = Watch()  # type: ignore[assignment]
+
+        def _processes(self) -> int:
+            return 3
+
+    box = Box()
+    shell = ShellSession(lambda: None, state_dir="/tmp/s", workdir="/", kill_children=lambda *a: True,
+                         hard_reset=lambda: None)
+    if hasattr(shell, "watch"):  # as DockerSandbox sets it
+        shell.watch = (disk.FILE_SIZE_EXCEEDED,)
+    stream = b" " * 1048575 + b"x" + shell._marker + b" 0 /testbed\n"
+    seconds = {}
+    for size in (1 << 20, 1 << 16, 1 << 14):
+        times = []
+        for _ in range(n * 3):
+            shell._transport = Scripted(stream, size)  # type: ignore[assignment]
+            started = time.perf_counter()
+            result = shell._execute("printf", None)
+            box._recover_from_runaways(result)
+            box._enforce_disk_cap(result, False)
+            times.append(time.perf_counter() - started)
+        seconds[f"{size // 1024} KiB reads"] = statistics.median(times)
+    return seconds
+
+
+def run_child(tree: Path, n: int, mode: str = "--child") -> dict:
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE / 'bench'}"}
-    done = subprocess.run([sys.executable, __file__, "--child", "--n", str(n)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, __file__, mode, "--n", str(n)], capture_output=True, text=True,
                           env=env, cwd=tree)
     if done.returncode != 0:
         raise SystemExit(f"{tree}: exit {done.returncode}\n{done.stderr[-2000:]}")
@@ -91,9 +151,10 @@ def main() -> None:
                         help="another codeagent checkout to compare with (its code is run as it is)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--host-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(measure(args.n)))
+    if args.child or args.host_child:
+        print(json.dumps(measure(args.n) if args.child else host_side(args.n)))
         return
     trees = {"this tree": HERE} | ({} if args.no_baseline else {"baseline": args.baseline.resolve()})
     runs: dict[str, list[dict]] = {name: [] for name in trees}
@@ -120,6 +181,16 @@ def main() -> None:
             print(f"  shell: baseline/this tree {shell['baseline'] / shell['this tree']:.2f}x wall, "
                   f"{cpu['baseline'] / cpu['this tree']:.2f}x host CPU")
     print("target: ratio exec/shell >= 20x for 1 MB of output (builtin)")
+    host: dict[str, list[dict]] = {name: [] for name in trees}
+    for run in range(args.runs):
+        for name, tree in (trees.items() if run % 2 == 0 else reversed(trees.items())):
+            host[name].append(run_child(tree, args.n, "--host-child"))
+    print("[host side alone: 1 MB of spaces parsed from a scripted stream + the sandbox's checks] p50 (ms)")
+    for reads in host["this tree"][0]:
+        figures = {name: statistics.median(r[reads] for r in host[name]) for name in trees}
+        line = "   ".join(f"{name} {value * 1000:6.3f}" for name, value in figures.items())
+        ratio = f"   baseline/this tree {figures['baseline'] / figures['this tree']:.2f}x" if "baseline" in figures else ""
+        print(f"  {reads:14s} {line}{ratio}")
 
 
 if __name__ == "__main__":
