@@ -1,6 +1,6 @@
 """The output path's checks (issue 27): a command's output (up to megabytes) is searched for the signs of a
-runaway only when the sandbox holds enough processes for one; the count comes from the container's cgroup
-on this host (microseconds), not from the output or the engine."""
+runaway only when the sandbox holds enough processes for one; the count (its cgroup's pids.current: processes
+and threads) is read on this host in microseconds, not from the output or the engine."""
 
 from __future__ import annotations
 
@@ -41,14 +41,13 @@ def _result(text: str, timed_out: bool = False) -> CommandResult:
 
 
 def _procs(tmp_path, count: int):
-    path = tmp_path / "cgroup.procs"
-    path.write_text("".join(f"{100 + pid}\n" for pid in range(count)))
-    return path
+    (tmp_path / "pids.current").write_text(f"{count}\n")
+    return tmp_path / "cgroup.procs"
 
 
 def test_few_processes_mean_the_output_is_not_searched(tmp_path):
     box = Box(_procs(tmp_path, 3))
-    assert box._processes_from_host() == 3
+    assert box._tasks_from_host() == 3
     assert box._recover_from_runaways(_result("x" * 100_000 + FORK_FAILED)) == []
     assert not Watched.searched
 
@@ -68,6 +67,20 @@ def test_a_timed_out_command_is_checked_whatever_the_count(tmp_path):
 def test_without_the_hosts_view_the_output_is_searched(tmp_path):
     box = Box(_procs(tmp_path, 1))
     box._disk = None
-    assert box._processes_from_host() is None
+    assert box._tasks_from_host() is None
     box._recover_from_runaways(_result("output"))
     assert Watched.searched
+
+
+def test_an_unreadable_count_means_the_output_is_searched(tmp_path):
+    box = Box(tmp_path / "gone" / "cgroup.procs")  # the cgroup went away (the container is stopping)
+    assert box._tasks_from_host() is None
+    box._recover_from_runaways(_result("output"))
+    assert Watched.searched
+
+
+def test_the_count_follows_the_cgroup_file(tmp_path):
+    box = Box(_procs(tmp_path, 3))
+    assert box._tasks_from_host() == 3
+    (tmp_path / "pids.current").write_text("700\n")  # read again each time, from its start
+    assert box._tasks_from_host() == 700

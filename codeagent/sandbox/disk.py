@@ -171,5 +171,5 @@ class DiskWatch:
 
     def close(self) -> None:
         self._stop.set()
-        if isinstance(self.view, HelperView):
-            self.view.close()
+        if self.view is not None:
+            self.view.close()  # the helper container, or the host view's descriptor

@@ -34,7 +34,7 @@ class DockerRecovery:
 
     def _recover_from_runaways(self, result: CommandResult) -> list[str]:
         """After a fork bomb, or runaway background jobs, nothing can start: kill them all."""
-        if not result.timed_out and (counted := self._processes_from_host()) is not None \
+        if not result.timed_out and (counted := self._tasks_from_host()) is not None \
                 and counted < 0.5 * self.limits.pids:
             return []  # too few processes to be runaways, whatever the output says: a megabyte is not searched
         fork_failed = FORK_FAILED in result.output
@@ -140,11 +140,11 @@ class DockerRecovery:
             pass
         self.recover()
 
-    def _processes_from_host(self) -> int | None:
-        """The container's process count from its cgroup's member list (the processes `top` lists), read on
-        this host in microseconds; None where this host cannot see it (then only the engine's `top` can)."""
+    def _tasks_from_host(self) -> int | None:
+        """The container's processes and threads (at least `top`'s count) from its cgroup, read on this host in
+        microseconds; None where this host cannot see it (then only the engine's `top` can)."""
         view = self._disk.view if self._disk is not None else None
-        return view.processes() if isinstance(view, HostView) else None
+        return view.tasks() if isinstance(view, HostView) else None
 
     def _processes(self) -> int:
         try:
