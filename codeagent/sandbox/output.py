@@ -135,6 +135,7 @@ class PhraseWatch:
         block = b"".join([self._tail, *self._pending])
         self._pending, self._size = [], 0
         for phrase, text in self.phrases.items():
-            if text not in self._seen and phrase in block:
+            # a block without the phrase's first byte (memchr's speed) is not searched for the phrase
+            if text not in self._seen and phrase[:1] in block and phrase in block:
                 self._seen.add(text)
         self._tail = block[len(block) - self._keep:] if self._keep else b""
