@@ -36,7 +36,7 @@ class DockerRecovery:
         """After a fork bomb, or runaway background jobs, nothing can start: kill them all."""
         if not result.timed_out and (counted := self._tasks_from_host()) is not None \
                 and counted < 0.5 * self.limits.pids:
-            return []  # too few processes to be runaways, whatever the output says: a megabyte is not searched
+            return []  # too few tasks for runaways (top's count can only be lower): the output is not searched
         fork_failed = FORK_FAILED in result.output
         if not (result.timed_out or fork_failed):
             return []
