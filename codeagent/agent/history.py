@@ -13,6 +13,8 @@ The project instructions (`keep`) are never lost: cut with the system prompt, th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..models.tokens import TokenCounter, estimate_tokens
 from ..models.tokens import message_text as _text
 from ..text import head_tail as text_head_tail
@@ -43,12 +45,18 @@ def _turns(messages: list[dict], start: int) -> list[list[int]]:
 
 
 def fit_messages(
-    messages: list[dict], budget_tokens: int, count_tokens: TokenCounter = estimate_tokens, keep: str = ""
+    messages: list[dict], budget_tokens: int, count_tokens: TokenCounter = estimate_tokens, keep: str = "",
+    upper_bound: Callable[[list[dict]], int | None] | None = None,
 ) -> list[dict]:
     """Return a copy of messages that fits budget_tokens (best effort; never raises). `keep` (the
     project instructions) must reach the model whole: when no message holds it any more (it was
-    cut, or never there), it comes back as a system message after the leading ones."""
-    fitted = _fit(messages, budget_tokens, count_tokens)
+    cut, or never there), it comes back as a system message after the leading ones. `upper_bound`
+    (the model's, at least count_tokens' sum; None: unknown): under the budget, nothing is counted."""
+    bound = upper_bound(messages) if upper_bound is not None else None
+    if bound is not None and bound <= budget_tokens:
+        fitted = [dict(message) for message in messages]
+    else:
+        fitted = _fit(messages, budget_tokens, count_tokens)
     if not keep or any(keep in _text(message.get("content")) for message in fitted):
         return fitted
     again = {"role": "system", "content": keep}

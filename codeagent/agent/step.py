@@ -128,7 +128,8 @@ class Stepping(ToolCalling):
         reserve = self.config.model.max_tokens or 4096
         budget = max(1024, self.config.model.context_tokens - reserve)
         for _attempt in range(3):
-            fitted = inline(fit_messages(messages, budget, count, keep=self._instructions), self.store.root)
+            fitted = inline(fit_messages(messages, budget, count, keep=self._instructions,
+                                         upper_bound=getattr(self.model, "token_upper_bound", None)), self.store.root)
             try:
                 return self._ask_model(partial(self.model.complete, fitted, offered_specs(self.tools, self.mode, self.only_tools), sampling))
             except ContextWindowExceeded:

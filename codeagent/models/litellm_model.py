@@ -16,10 +16,13 @@ whole only with an unstreamed reply.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import logging
 import os
 import random
+import sys
 import time
 from typing import Any
 
@@ -39,7 +42,7 @@ from .litellm_errors import (
 )
 from .litellm_wire import _read_stream, _server_gives_token_ids, _token_logprobs
 from .text_protocol import response_from_text, to_text_messages
-from .tokens import estimate_tokens
+from .tokens import estimate_tokens, token_upper_bound
 from .types import ModelResponse, Sampling, Usage, response_from_message, tool_names
 
 log = logging.getLogger(__name__)
@@ -55,13 +58,34 @@ def _import_litellm():
     # Offline by default: otherwise the import fetches a price list from GitHub, retrying for seconds.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm
+        if "litellm" in sys.modules:
+            import litellm
+        else:
+            with _collector_paused():
+                import litellm
     except ImportError as error:
         raise ModelConfigError(
             f"litellm is not installed ({error}); run: pip install 'codeagent[llm]'"
         ) from error
     litellm.suppress_debug_info = True
     return litellm
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The import makes ~half a million long-lived objects and no garbage cycles: the cyclic collector's passes
+    over them during it were ~30% of its CPU (a launch's longest step). It is paused meanwhile, then what is
+    alive is frozen (later full collections skip it: ~0.2 s each) and it runs again. Process-wide: the
+    sandbox's start, in the other thread, goes without collections too for those seconds."""
+    if not gc.isenabled():  # paused already (another thread's import, or the user's choice): leave it so
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 class LiteLLMModel:
@@ -227,6 +251,10 @@ class LiteLLMModel:
             if _connection_failed(retry.cause):
                 raise ModelUnavailable(f"model {self.name!r}: cannot connect to {_endpoint(self.api_base)}") from error
             raise ModelUnavailable(f"model {self.name!r}: {type(retry.cause).__name__}: {retry.cause}") from error
+
+    def token_upper_bound(self, messages: list[dict]) -> int | None:
+        """At least count_tokens(messages), without litellm's tokenizer (None: count them)."""
+        return token_upper_bound(messages)
 
     def count_tokens(self, messages: list[dict]) -> int:
         """Tokens of messages for this model (litellm's tokenizer; chars/4 if it has none)."""

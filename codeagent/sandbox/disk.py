@@ -27,6 +27,10 @@ from .held import HelperView, HostView
 
 MIN_INTERVAL = 0.5  # seconds of command time between measures
 SIGXFSZ_EXIT = 128 + 25
+# What a shell says of a process the file size limit killed, and a write the engine's quota refused: looked for
+# in each command's output as it comes (ShellSession's watch, CommandResult.seen)
+FILE_SIZE_EXCEEDED = "File size limit exceeded"
+NO_SPACE = "No space left on device"
 
 _quota_supported: bool | None = None  # learnt from the engine on the first sandbox
 log = logging.getLogger(__name__)
@@ -167,5 +171,5 @@ class DiskWatch:
 
     def close(self) -> None:
         self._stop.set()
-        if isinstance(self.view, HelperView):
-            self.view.close()
+        if self.view is not None:
+            self.view.close()  # the helper container, or the host view's descriptor

@@ -97,6 +97,7 @@ class DockerSandbox(DockerRecovery):
             self._open_transport, state_dir=STATE_DIR, workdir=workdir, kill_children=self._kill_children,
             hard_reset=self._hard_reset, **shell_options,
         )
+        self.shell.watch = (disk.NO_SPACE if self._engine_quota else disk.FILE_SIZE_EXCEEDED,)
         try:
             if not self._engine_quota:
                 self._disk = disk.DiskWatch(self.container.id, self._disk_cap, self._stop_command,
@@ -205,7 +206,7 @@ class DockerSandbox(DockerRecovery):
         notes += self._recover_from_runaways(result)
         if self._disk is not None:
             notes += self._enforce_disk_cap(result, measure or self._over_disk_cap)
-        elif "No space left on device" in result.output:  # the engine's quota
+        elif disk.NO_SPACE in result.seen:  # the engine's quota
             notes.append(f"[sandbox] The sandbox's disk cap of {disk.human(self._disk_cap)} may be reached: "
                          "delete files (build outputs, caches, large generated files) to continue.")
         if notes:

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import disk
 from .errors import SandboxDead
+from .held import HostView
 from .protocol import Limits
 from .shell import KILL_TREE_SCRIPT, CommandResult, ShellSession
 
@@ -33,6 +34,9 @@ class DockerRecovery:
 
     def _recover_from_runaways(self, result: CommandResult) -> list[str]:
         """After a fork bomb, or runaway background jobs, nothing can start: kill them all."""
+        if not result.timed_out and (counted := self._tasks_from_host()) is not None \
+                and counted < 0.5 * self.limits.pids:
+            return []  # too few tasks for runaways (top's count can only be lower): the output is not searched
         fork_failed = FORK_FAILED in result.output
         if not (result.timed_out or fork_failed):
             return []
@@ -50,7 +54,7 @@ class DockerRecovery:
     def _enforce_disk_cap(self, result: CommandResult, measure: bool) -> list[str]:
         assert self._disk is not None
         notes: list[str] = []
-        file_capped = result.exit_code == disk.SIGXFSZ_EXIT or "File size limit exceeded" in result.output
+        file_capped = result.exit_code == disk.SIGXFSZ_EXIT or disk.FILE_SIZE_EXCEEDED in result.seen
         if not (measure or file_capped or self._disk.tripped):
             return notes
         # what the watcher's measure found: stopping the processes (and restarting the container,
@@ -135,6 +139,12 @@ class DockerRecovery:
         except Exception:
             pass
         self.recover()
+
+    def _tasks_from_host(self) -> int | None:
+        """The container's processes and threads (at least `top`'s count) from its cgroup, read on this host in
+        microseconds; None where this host cannot see it (then only the engine's `top` can)."""
+        view = self._disk.view if self._disk is not None else None
+        return view.tasks() if isinstance(view, HostView) else None
 
     def _processes(self) -> int:
         try:

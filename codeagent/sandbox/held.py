@@ -29,6 +29,7 @@ class HostView:
     def __init__(self, procs_file: Path, mounted_files: list[str]):
         self.procs_file = procs_file
         self.mounted_files = mounted_files
+        self._tasks_fd: int | None = None
 
     @classmethod
     def open(cls, container_id: str) -> HostView | None:
@@ -44,6 +45,27 @@ class HostView:
         except Exception:  # no such file or right, an odd answer, or the container is going away
             return None
         return cls(procs_file, [info[key] for key in MOUNTED_FILES if info.get(key)])
+
+    def tasks(self) -> int | None:
+        """The cgroup's pids.current: its processes and their threads (what the pids limit counts), at least
+        the process count `top` gives; None where it cannot be read. A kept descriptor, one pread each time
+        (v1's cgroup.procs sorts a list of the pids at each read)."""
+        for _ in range(2):  # once more after a restart of the container made the descriptor stale
+            try:
+                if self._tasks_fd is None:
+                    self._tasks_fd = os.open(self.procs_file.with_name("pids.current"), os.O_RDONLY | os.O_CLOEXEC)
+                return int(os.pread(self._tasks_fd, 32, 0))
+            except (OSError, ValueError):
+                self.close()
+        return None
+
+    def close(self) -> None:
+        if self._tasks_fd is not None:
+            try:
+                os.close(self._tasks_fd)
+            except OSError:
+                pass
+            self._tasks_fd = None
 
     def held(self) -> tuple[int, int]:
         """(bytes of deleted files still open on the container's root filesystem, bytes of the

@@ -92,3 +92,50 @@ class BoundedOutput:
         elided = self.total - len(head) - len(tail)
         return (f"{head.decode('utf-8', errors='replace')}\n[... {elided} bytes of output elided ...]\n"
                 f"{tail.decode('utf-8', errors='replace')}")
+
+
+# CPython searches fewer than ~30,000 bytes with a simple loop that crawls a byte at a time through a run of a
+# character the phrase holds (spaces: 10x slower than its search of a long block), so reads are looked at in
+# blocks of at least this many bytes
+WATCH_BLOCK = 1 << 16
+
+
+class PhraseWatch:
+    """Which of a few phrases (ASCII, none holding "_") a command's output holds, looked for in blocks of its
+    reads as they come, while the command still writes, rather than in the whole output after it. Every byte
+    is looked at, those of an elided middle too; a phrase split between two reads is found."""
+
+    def __init__(self, phrases: tuple[str, ...]):
+        self.phrases = {phrase.encode(): phrase for phrase in phrases}
+        self._seen: set[str] = set()
+        self._keep = max((len(phrase) for phrase in phrases), default=1) - 1
+        self._tail = b""  # the last bytes looked at, for a phrase that goes on in the next block
+        self._pending: list[bytes] = []
+        self._size = 0
+
+    def feed(self, data: bytes, stop: int | None = None) -> None:
+        """Look at data[:stop] (now, or with the next bytes)."""
+        if not self.phrases:
+            return
+        piece = data if stop is None or stop >= len(data) else data[:max(stop, 0)]
+        if piece:
+            self._pending.append(piece)
+            self._size += len(piece)
+        if self._size >= WATCH_BLOCK:
+            self._look()
+
+    @property
+    def seen(self) -> set[str]:
+        """The phrases found in all that was fed."""
+        if self._pending:
+            self._look()
+        return self._seen
+
+    def _look(self) -> None:
+        block = b"".join([self._tail, *self._pending])
+        self._pending, self._size = [], 0
+        for phrase, text in self.phrases.items():
+            # a block without the phrase's first byte (memchr's speed) is not searched for the phrase
+            if text not in self._seen and phrase[:1] in block and phrase in block:
+                self._seen.add(text)
+        self._tail = block[len(block) - self._keep:] if self._keep else b""

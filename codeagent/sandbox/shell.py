@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import SandboxDead
-from .output import BoundedOutput
+from .output import BoundedOutput, PhraseWatch
 
 DEFAULT_OUTPUT_LIMIT = 2 * 1024 * 1024
 KILL_GRACE_SECONDS = 5.0
@@ -32,6 +32,7 @@ class CommandResult:
     total_bytes: int = 0
     elided_bytes: int = 0
     shell_restarted: bool = False  # the shell died during the command and a new one was started
+    seen: frozenset[str] = frozenset()  # the session's watched phrases that the output held (elided part too)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +70,7 @@ class ShellSession:
         self.state_dir = state_dir
         self.cwd = workdir
         self.output_limit = output_limit
+        self.watch: tuple[str, ...] = ()  # phrases looked for in each command's output as it comes (CommandResult.seen)
         self._nonce = secrets.token_hex(8)
         self._marker = f"__CODEAGENT_{self._nonce}__".encode()
         self._transport: Transport | None = None
@@ -139,11 +141,12 @@ class ShellSession:
         )
         started = time.monotonic()
         output = BoundedOutput(self.output_limit)
+        phrases = PhraseWatch(self.watch)
         deadline = started + timeout if timeout else None
         self._running = True
         try:
             self._transport.send(script.encode())
-            status = self._read_until_marker(output, deadline)
+            status = self._read_until_marker(output, deadline, phrases)
         except BaseException:  # Ctrl-C mid-command: stop it with its shell, and start a clean one next time
             self.interrupt()
             self.close()
@@ -153,7 +156,8 @@ class ShellSession:
         timed_out = status == "timeout"
         if timed_out:
             interrupted = self._kill_children(self.pid) if self.pid else False
-            status = self._read_until_marker(output, time.monotonic() + KILL_GRACE_SECONDS) if interrupted else "timeout"
+            status = (self._read_until_marker(output, time.monotonic() + KILL_GRACE_SECONDS, phrases)
+                      if interrupted else "timeout")
             if status == "timeout":  # the shell itself is stuck (a builtin loop, a fork bomb)
                 self._hard_reset()
                 status = "eof"
@@ -170,13 +174,16 @@ class ShellSession:
             seconds=time.monotonic() - started,
             total_bytes=output.total,
             elided_bytes=output.elided,
+            seen=frozenset(phrases.seen),
         )
 
-    def _read_until_marker(self, output: BoundedOutput, deadline: float | None):
+    def _read_until_marker(self, output: BoundedOutput, deadline: float | None, phrases: PhraseWatch | None = None):
         """Feed output until the marker line: returns (exit_code, cwd), "eof" or "timeout".
         The last len(marker) - 1 bytes are held back (a marker may be split between reads); a chunk
-        without the marker goes to `output` as it came, uncopied."""
+        without the marker goes to `output` as it came, uncopied. `phrases` looks at each read up to the
+        marker (a phrase holds no "_": none can end inside a marker's start, held back or not)."""
         assert self._transport is not None
+        phrases = phrases or PhraseWatch(())
         marker = self._marker
         keep = len(marker) - 1
         pending = b""
@@ -193,10 +200,11 @@ class ShellSession:
                 return "eof"
             seam = pending + chunk[:keep]  # a marker across the previous read and this one
             index = seam.find(marker)
-            if index >= 0:
+            if index >= 0:  # it starts in the held-back bytes (looked at already): nothing of this read is output
                 data = pending + chunk
             else:
                 index = chunk.find(marker)
+                phrases.feed(chunk, index if index >= 0 else None)
                 if index < 0 and len(chunk) < keep:  # a short read: the held-back bytes are in both
                     seam = pending + chunk
                     output.add(seam[:-keep])
