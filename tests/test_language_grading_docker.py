@@ -107,7 +107,7 @@ def test_an_install_that_fails_shows_its_last_lines_and_caches_nothing(dataset, 
     the layer it was building is not committed (the next run builds it again)."""
     path, repos = dataset
     row = json.loads(path.read_text().splitlines()[0])  # go
-    row["environment"] = {**row["environment"], "install": ["echo fetching", "echo codeagent-install-broke >&2; exit 7"]}
+    row["environment"] = {**row["environment"], "install": ["echo fetching", "echo codeagent-install-broke; exit 7"]}
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(row) + "\n")
     proc = grade(broken, repos, tmp_path / "out", "--gold")
