@@ -22,7 +22,7 @@ def row(task: Task, commit: str, source: str, validation) -> dict[str, Any]:
         "instance_id": task.instance_id, "repo": task.extra["swebench_repo"], "base_commit": task.base_commit,
         "patch": task.gold_patch, "test_patch": task.test_patch, "problem_statement": task.problem_statement,
         "hints_text": "", "FAIL_TO_PASS": validation.fail_to_pass, "PASS_TO_PASS": validation.pass_to_pass,
-        "created_at": task.extra["created_at"], "version": task.version,
+        "created_at": utc(task.extra["created_at"]), "version": task.version,
     }
     if "environment" in task.extra:
         out["environment"] = task.extra["environment"]
@@ -35,6 +35,11 @@ def when(text: str) -> datetime:
     """A date or an ISO 8601 time as an aware datetime (a bare date: midnight UTC)."""
     moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def utc(text: str) -> str:
+    """An ISO 8601 time in UTC as SWE-bench writes it (2023-04-08T18:18:31Z)."""
+    return when(text).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
