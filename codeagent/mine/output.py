@@ -27,7 +27,8 @@ def row(task: Task, commit: str, source: str, validation) -> dict[str, Any]:
     if "environment" in task.extra:
         out["environment"] = task.extra["environment"]
     out["provenance"] = {"repository": source, "commit": commit, "codeagent_version": __version__,
-                         "validation": {"runs": validation.runs, "flaky": validation.flaky, "grades": validation.grades}}
+                         "validation": {"runs": validation.runs, "flaky": validation.flaky, "grades": validation.grades,
+                                        "layers_built": validation.layers_built}}
     return out
 
 

@@ -37,6 +37,7 @@ class Validation:
     flaky: list[str] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)  # one per run: side, outcome, tests, passed, seconds
     grades: dict[str, str] = field(default_factory=dict)  # gold / empty -> the eval grade's outcome
+    layers_built: list[str] = field(default_factory=list)  # image layers this task built (none: all cached)
 
 
 def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]]) -> tuple[list[str], list[str], list[str]]:
@@ -93,4 +94,4 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
         raise Skip(f"gold does not resolve when graded ({grades['gold']})")
     if grades["empty"] == "resolved":
         raise Skip("the empty patch resolves when graded")
-    return Validation(f2p, p2p, flaky, runs, grades)
+    return Validation(f2p, p2p, flaky, runs, grades, list(grading.facts.get("layers_built") or []))
