@@ -40,12 +40,20 @@ class Validation:
     layers_built: list[str] = field(default_factory=list)  # image layers this task built (none: all cached)
 
 
+def brief(text: str, limit: int = 400) -> str:
+    """A reason on one line, its start and its end when long (a build log's last lines say what failed)."""
+    flat = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    return flat if len(flat) <= limit else f"{flat[:limit // 3]} ... {flat[-(2 * limit) // 3:]}"
+
+
 def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]]) -> tuple[list[str], list[str], list[str]]:
     """(FAIL_TO_PASS, PASS_TO_PASS, flaky) from the statuses of each base run and each gold run. A test
     missing from a run's log failed in it (SWE-bench's rule); one that passes in some runs of a side and
     not in others is flaky."""
     tests = list(dict.fromkeys(test for run in [*base, *gold] for test in run))
-    f2p, p2p, flaky = [], [], []
+    f2p: list[str] = []
+    p2p: list[str] = []
+    flaky: list[str] = []
     for test in tests:
         before = {run.get(test) in PASSING for run in base}
         after = {run.get(test) in PASSING for run in gold}
@@ -64,7 +72,7 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
     try:
         grading = source.grading(log_dir, None)
     except Exception as error:  # noqa: BLE001 - any build failure: the candidate is skipped, the run goes on
-        raise Skip(f"environment: {source.reason(error)[:300]}") from None
+        raise Skip(f"environment: {brief(source.reason(error))}") from None
     plan = replace(grading.plan, fail_to_pass=[], pass_to_pass=[], network=False)
     runs: list[dict[str, Any]] = []
     statuses: dict[str, list[dict[str, str]]] = {"base": [], "gold": []}
@@ -76,7 +84,7 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
                                                       workspace=grading.workspace), patch, plan, reason=source.reason)
             outcome = getattr(graded.verdict.outcome, "value", graded.verdict.outcome)
             if outcome in BROKEN:
-                raise Skip(f"{side} run: {outcome}: {(graded.verdict.reason or '')[:300]}")
+                raise Skip(f"{side} run: {outcome}: {brief(graded.verdict.reason or '')}")
             found = dict(parse_log(plan.log_parser, graded.log))
             statuses[side].append(found)
             runs.append({"side": side, "run": number, "outcome": outcome, "tests": len(found),
