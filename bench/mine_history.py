@@ -90,9 +90,9 @@ def bench_repo(name: str, path: str, lite: list[dict], args) -> dict:
         try:
             validation = validate(task, reruns=args.reruns)
         except Skip as why:
-            results.append({"task": task.instance_id, "kept": False, "why": str(why)[:160],
+            results.append({"task": task.instance_id, "kept": False, "why": str(why),
                             "seconds": round(time.monotonic() - began, 1)})
-            print(f"  {task.instance_id}: skipped: {str(why)[:160]} ({time.monotonic() - began:.0f}s)", flush=True)
+            print(f"  {task.instance_id}: skipped: {why} ({time.monotonic() - began:.0f}s)", flush=True)
             continue
         seconds = time.monotonic() - began
         kept_rows.append(row(task, task.extra["commit"], repo.source, validation))

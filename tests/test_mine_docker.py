@@ -33,6 +33,9 @@ def test_mined_task_is_validated_and_graded_by_eval(tmp_path, env):
     rejects = {json.loads(line)["reason"] for line in (tmp_path / "mined" / "tasks.rejects.jsonl").read_text().splitlines()}
     assert "docs-only" in rejects and any(reason.startswith("statement leaks the fix") for reason in rejects)
     assert (tmp_path / "mined" / "tasks.train.jsonl").read_text() == output.read_text()
+    logs = tmp_path / "mined" / "tasks.logs" / task["instance_id"]
+    assert "FAILED tests/test_calc.py::test_add" in (logs / "base-1.txt").read_text()
+    assert (logs / "grade-gold" / "test_output.txt").is_file()
 
     repos = tmp_path / "repos" / "synthetic"
     repos.mkdir(parents=True)

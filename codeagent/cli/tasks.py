@@ -20,7 +20,7 @@ def tasks_group() -> None:
 @click.argument("repo")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The tasks file (SWE-bench JSONL); beside it FILE.state.jsonl (the resumable record) and "
-                   "STEM.rejects.jsonl (every skipped commit and why).")
+                   "STEM.rejects.jsonl (every skipped commit and why) and STEM.logs/ (each candidate's build and test logs).")
 @click.option("--name", help="The repository's owner/name (default: from its URL, its origin remote or a "
                              "mirror folder named owner+name).")
 @click.option("--since", help="Only commits made since this date (git's --since).")

@@ -119,7 +119,8 @@ def mine(repo: Repository, output: Path, options: Options, say: Say = print) -> 
     say(f"{len(commits)} commits, {summary.resumed} done before, {len(tasks)} candidates to validate")
 
     def job(task: Task):
-        return validate(task, reruns=options.reruns, phase=lambda text: say(f"[{_short(task)}] {text}"))
+        return validate(task, reruns=options.reruns, log_dir=logs_path(output) / task.instance_id,
+                        phase=lambda text: say(f"[{_short(task)}] {text}"))
 
     for task, validation, error in LocalExecutor(options.workers, threads=True).map_unordered(job, tasks):
         sha = task.extra["commit"]
@@ -145,6 +146,10 @@ def _skip(state: MiningState, summary: Summary, say: Say, sha: str, phase: str, 
     state.add({"commit": sha, "status": SKIPPED, "phase": phase, "reason": reason})
     summary.skipped[reason.split(":")[0]] += 1
     say(f"[{sha[:10]}] skipped ({phase}): {reason}")
+
+
+def logs_path(output: Path) -> Path:
+    return output.with_name(f"{output.stem}.logs")
 
 
 def rejects_path(output: Path) -> Path:

@@ -65,7 +65,8 @@ def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]]) -> t
 
 
 def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, phase: Phase | None = None) -> Validation:
-    """Run the candidate task (see the module docstring); Skip with the reason when it is not kept."""
+    """Run the candidate task (see the module docstring); Skip with the reason when it is not kept.
+    `log_dir`: where the build logs and each run's test log go."""
     say = phase or (lambda text: None)
     source = image_source(task)
     say("environment")
@@ -85,11 +86,16 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
             outcome = getattr(graded.verdict.outcome, "value", graded.verdict.outcome)
             if outcome in BROKEN:
                 raise Skip(f"{side} run: {outcome}: {brief(graded.verdict.reason or '')}")
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                (log_dir / f"{side}-{number}.txt").write_text(graded.log, errors="replace")
             found = dict(parse_log(plan.log_parser, graded.log))
             statuses[side].append(found)
             runs.append({"side": side, "run": number, "outcome": outcome, "tests": len(found),
                          "passed": sum(status in PASSING for status in found.values()),
                          "seconds": round(time.monotonic() - started, 2)})
+    if not any(run["tests"] for run in runs):
+        raise Skip("no test results in any run: the tests do not run in this environment")
     f2p, p2p, flaky = lists_from_runs(statuses["base"], statuses["gold"])
     if not f2p:
         raise Skip(f"no FAIL_TO_PASS test ({len(p2p)} pass->pass, {len(flaky)} flaky)")
@@ -97,7 +103,7 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
     grades = {}
     for name, patch in (("gold", task.gold_patch or ""), ("empty", "")):
         say(f"grade {name}")
-        grades[name] = grade_patch(listed, patch)["outcome"]
+        grades[name] = grade_patch(listed, patch, log_dir / f"grade-{name}" if log_dir else None)["outcome"]
     if grades["gold"] != "resolved":
         raise Skip(f"gold does not resolve when graded ({grades['gold']})")
     if grades["empty"] == "resolved":
