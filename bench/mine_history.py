@@ -4,7 +4,7 @@ psf/requests (mirrors fetched under /work/.mirror, or any given with --repo PATH
 For each repository it walks the first-parent history and prints: candidates per 1,000 commits (commits
 that change source and tests), the skip reasons, tasks after the environment and statement checks; then
 it validates (Docker) the candidates that match an official Lite instance (by base commit, or by the
-changed lines of the official patch) and up to --validate others, and prints per task: kept or why
+changed lines of the official patch) and up to --validate others (of the matches' versions first), and prints per task: kept or why
 not, wall time, layers built (cache hits), flaky tests dropped, and for a Lite match whether its
 FAIL_TO_PASS equals the official list.
 
@@ -83,7 +83,10 @@ def bench_repo(name: str, path: str, lite: list[dict], args) -> dict:
         if found:
             matched[found[0].instance_id] = item
     chosen = [task for task in tasks if task.instance_id in matched]
-    chosen += [task for task in tasks if task.instance_id not in matched][:args.validate]
+    # the others: of the Lite matches' versions first (their environments are built: cache hits), newest first
+    versions = {task.version for task in chosen}
+    others = [task for task in tasks if task.instance_id not in matched]
+    chosen += sorted(others, key=lambda task: task.version not in versions)[:args.validate]
     results, kept_rows = [], []
     for task in chosen:
         began = time.monotonic()

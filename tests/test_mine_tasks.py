@@ -202,3 +202,25 @@ def test_cli_records_every_commit_and_resumes_without_redoing_any(repo, tmp_path
     assert second.returncode == 0 and "9 commits, 9 done before" in second.stderr
     assert "skipped (candidate)" not in second.stderr  # nothing done twice
     assert len((tmp_path / "out" / "tasks.rejects.jsonl").read_text().splitlines()) == 9
+
+
+def test_a_pass_the_guard_did_not_see_counts_as_failed():
+    from codeagent.harness.env_plan import Graded
+    from codeagent.harness.grading import not_run
+    from codeagent.harness.task_env import TestRun
+    from codeagent.mine.validate import statuses_of
+
+    log = "PASSED t.py::test_ok\nXFAIL t.py::test_xfail - reason\nFAILED t.py::test_bad - boom\n"
+    records = {"started": 1, "ended": 1, "replaced": [], "unverified": 0, "exit": [1], "tests": {
+        "t.py::test_ok": {"setup": "passed", "call": "passed", "xfail": False},
+        "t.py::test_xfail": {"setup": "failed", "xfail": True},  # its setup broke: no xfail seen
+        "t.py::test_bad": {"setup": "passed", "call": "failed", "xfail": False}}}
+    run = TestRun(log, 1, True, False, 1.0, guard=records)
+    graded = Graded(not_run("harness_error", [], []), run=run)
+    assert statuses_of(graded, "pytest") == {"t.py::test_ok": "PASSED", "t.py::test_xfail": "FAILED",
+                                             "t.py::test_bad": "FAILED"}
+    distrusted = {**records, "ended": 0}  # the session did not end: no pass is trusted
+    graded = Graded(not_run("harness_error", [], []), run=TestRun(log, 1, True, False, 1.0, guard=distrusted))
+    assert set(statuses_of(graded, "pytest").values()) == {"FAILED"}
+    unguarded = Graded(not_run("harness_error", [], []), run=TestRun(log, 1, True, False, 1.0))
+    assert statuses_of(unguarded, "pytest")["t.py::test_xfail"] == "XFAIL"

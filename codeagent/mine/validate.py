@@ -3,7 +3,8 @@ one grading flow (`grade_in` / `run_plan`), the same log parser.
 
 The tests cannot be listed before running, so the test patch's tests (the spec's directives for its
 files) run on base + test patch and on base + test patch + gold, `reruns` times each, each run in a fresh
-container. A test whose result differs between the runs of one side is flaky and dropped. FAIL_TO_PASS:
+container. A pass that the harness's pytest guard did not see counts as a failure (the grade would
+not trust it). A test whose result differs between the runs of one side is flaky and dropped. FAIL_TO_PASS:
 failing (or missing) in every base run and passing in every gold run; PASS_TO_PASS: passing in all of
 them. A task is kept only when FAIL_TO_PASS is not empty and then, graded as eval grades it
 (`grade_patch`), the gold patch resolves and the empty patch does not.
@@ -19,7 +20,9 @@ from typing import Any
 
 from ..harness.env_grade import grade_patch
 from ..harness.env_images import image_source
-from ..harness.env_plan import grade_in
+from ..harness.env_plan import Graded, grade_in
+from ..harness.grading import PYTEST_PARSERS
+from ..harness.guard import evidence
 from ..harness.log_parsers import PASSING, parse_log
 from ..harness.task_env import TaskEnvironment
 from ..task import Task
@@ -64,6 +67,22 @@ def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]]) -> t
     return f2p, p2p, flaky
 
 
+def statuses_of(graded: Graded, log_parser: str) -> dict[str, str]:
+    """The run's statuses by its log, where a pass the harness's pytest guard did not see (guard.py: the
+    grade that lists the test would call the log tampered) counts as failed; every test, when the guard
+    distrusts the whole run."""
+    found = dict(parse_log(log_parser, graded.log))
+    records = graded.run.guard if graded.run is not None else None
+    if not records or log_parser not in PYTEST_PARSERS:
+        return found
+    passing = [test for test, status in found.items() if status in PASSING]
+    problems = evidence(records, log_parser, graded.log, passing)
+    doubted = {problem.split(": the log says ")[0] for problem in problems if ": the log says " in problem}
+    if any(": the log says " not in problem for problem in problems):
+        doubted = set(passing)
+    return {test: ("FAILED" if test in doubted else status) for test, status in found.items()}
+
+
 def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, phase: Phase | None = None) -> Validation:
     """Run the candidate task (see the module docstring); Skip with the reason when it is not kept.
     `log_dir`: where the build logs and each run's test log go."""
@@ -89,7 +108,7 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
             if log_dir is not None:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 (log_dir / f"{side}-{number}.txt").write_text(graded.log, errors="replace")
-            found = dict(parse_log(plan.log_parser, graded.log))
+            found = statuses_of(graded, plan.log_parser)
             statuses[side].append(found)
             runs.append({"side": side, "run": number, "outcome": outcome, "tests": len(found),
                          "passed": sum(status in PASSING for status in found.values()),
@@ -100,12 +119,13 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
     if not f2p:
         raise Skip(f"no FAIL_TO_PASS test ({len(p2p)} pass->pass, {len(flaky)} flaky)")
     listed = task.model_copy(update={"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
-    grades = {}
+    grades, reasons = {}, {}
     for name, patch in (("gold", task.gold_patch or ""), ("empty", "")):
         say(f"grade {name}")
-        grades[name] = grade_patch(listed, patch, log_dir / f"grade-{name}" if log_dir else None)["outcome"]
+        report = grade_patch(listed, patch, log_dir / f"grade-{name}" if log_dir else None)
+        grades[name], reasons[name] = report["outcome"], str(report.get("reason") or "")
     if grades["gold"] != "resolved":
-        raise Skip(f"gold does not resolve when graded ({grades['gold']})")
+        raise Skip(f"gold does not resolve when graded ({grades['gold']}: {brief(reasons['gold'])})")
     if grades["empty"] == "resolved":
         raise Skip("the empty patch resolves when graded")
     return Validation(f2p, p2p, flaky, runs, grades, list(grading.facts.get("layers_built") or []))
