@@ -224,3 +224,17 @@ def test_a_pass_the_guard_did_not_see_counts_as_failed():
     assert set(statuses_of(graded, "pytest").values()) == {"FAILED"}
     unguarded = Graded(not_run("harness_error", [], []), run=TestRun(log, 1, True, False, 1.0))
     assert statuses_of(unguarded, "pytest")["t.py::test_xfail"] == "XFAIL"
+
+
+def test_without_docker_the_run_stops_and_records_no_candidate_as_skipped(repo, tmp_path, env):
+    import subprocess
+    import sys
+
+    output = tmp_path / "tasks.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "tasks", "mine", repo.source, "--name", "synthetic/calc",
+                           "--output", str(output)], capture_output=True, text=True, timeout=120,
+                          env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert proc.returncode == 3 and "No Docker engine answers" in proc.stderr
+    state = MiningState(output)
+    fix = _commit(repo, "Fix add()").sha
+    assert not state.done(fix) and len(state.records) == 8  # the others are skipped for what they are

@@ -61,5 +61,5 @@ def mine_command(repo, output, name, since, until, max_commits, ref, workers, re
         summary = mine(repository, output, options, say)
     reasons = ", ".join(f"{reason}: {count}" for reason, count in summary.skipped.most_common())
     click.echo(f"{repository.name}: {summary.commits} commits, {summary.candidates} candidates validated, "
-               f"{summary.kept} kept ({summary.resumed} commits done before), {summary.written} tasks in {output} "
+               f"{summary.kept} kept, {summary.errors} broke ({summary.resumed} commits done before), {summary.written} tasks in {output} "
                f"({summary.seconds:.0f}s); skipped: {reasons or 'none'}; reasons per commit in {rejects_path(output)}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.swebench import is_repo_name
+from ..sandbox.errors import DockerUnavailable
 from ..task import Task
 from .candidates import Commit, Limits, Skip, candidate, history, shallow_edges
 from .environment import Repository, task_for
@@ -49,6 +50,7 @@ class Summary:
     skipped: Counter = field(default_factory=Counter)  # reason (its first words) -> count
     seconds: float = 0.0
     written: int = 0
+    errors: int = 0  # validations that broke (not recorded: tried again by the next run)
 
 
 def open_repository(source: str, name: str | None = None) -> Repository:
@@ -96,6 +98,7 @@ def prepare(repo: Repository, commit: Commit, options: Options, shallow: frozens
 
 def mine(repo: Repository, output: Path, options: Options, say: Say = print) -> Summary:
     from ..executors.local import LocalExecutor
+    from ..sandbox.engine import docker_client
 
     started = time.monotonic()
     state = MiningState(output)
@@ -116,6 +119,8 @@ def mine(repo: Repository, output: Path, options: Options, say: Say = print) -> 
         except Skip as why:
             _skip(state, summary, say, commit.sha, "candidate", str(why))
     summary.candidates = len(tasks)
+    if tasks:
+        docker_client()  # no engine: one clear error now, not every candidate skipped for it
     say(f"{len(commits)} commits, {summary.resumed} done before, {len(tasks)} candidates to validate")
 
     def job(task: Task):
@@ -130,9 +135,13 @@ def mine(repo: Repository, output: Path, options: Options, say: Say = print) -> 
             summary.kept += 1
             say(f"[{_short(task)}] kept: {len(validation.fail_to_pass)} FAIL_TO_PASS, "
                 f"{len(validation.pass_to_pass)} PASS_TO_PASS, {len(validation.flaky)} flaky dropped")
-        else:
-            reason = str(error) if isinstance(error, Skip) else f"error: {type(error).__name__}: {error}"
-            _skip(state, summary, say, sha, "validation", reason)
+        elif isinstance(error, Skip):
+            _skip(state, summary, say, sha, "validation", str(error))
+        elif isinstance(error, DockerUnavailable):
+            raise error
+        else:  # not recorded: the next run tries it again
+            summary.errors += 1
+            say(f"[{_short(task)}] error (not recorded, tried again next run): {type(error).__name__}: {error}")
     summary.written = write_outputs(output, state, options.split_date)
     summary.seconds = time.monotonic() - started
     return summary

@@ -25,6 +25,7 @@ from ..harness.grading import PYTEST_PARSERS
 from ..harness.guard import evidence
 from ..harness.log_parsers import PASSING, parse_log
 from ..harness.task_env import TaskEnvironment
+from ..sandbox.errors import DockerUnavailable
 from ..task import Task
 from .candidates import Skip
 
@@ -91,6 +92,8 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
     say("environment")
     try:
         grading = source.grading(log_dir, None)
+    except DockerUnavailable:
+        raise  # not the candidate's defect: the run stops, and the candidate is validated when it starts again
     except Exception as error:  # noqa: BLE001 - any build failure: the candidate is skipped, the run goes on
         raise Skip(f"environment: {brief(source.reason(error))}") from None
     plan = replace(grading.plan, fail_to_pass=[], pass_to_pass=[], network=False)
