@@ -99,3 +99,13 @@ def test_a_merge_is_mined_against_its_first_parent(repo):
 ])
 def test_kind_of_a_path(path, kind):
     assert kind_of(path) == kind
+
+
+def test_a_commit_whose_objects_are_missing_is_skipped_not_fatal(repo):
+    fix = next(c for c in history(_git_dir(repo)) if c.message.startswith("Fix add()"))
+    blob = git(repo, "rev-parse", f"{fix.sha}:calc.py").strip()
+    objects = _git_dir(repo) / "objects"
+    loose = objects / blob[:2] / blob[2:]
+    loose.chmod(0o644)
+    loose.unlink()  # a damaged mirror (or a partial clone without its promisor)
+    assert _outcome(repo, fix).startswith("unreadable commit: ")

@@ -80,7 +80,10 @@ def candidate(git_dir: Path, commit: Commit, limits: Limits = Limits(), shallow:
     """The commit split into gold and test patches, or Skip with the reason."""
     if not commit.parent:
         raise Skip("shallow clone: the parent is not here" if commit.sha in shallow else "root commit (no parent)")
-    changed = _numstat(git_dir, commit)
+    try:
+        changed = _numstat(git_dir, commit)
+    except RuntimeError as error:  # objects missing (a partial clone, a damaged mirror): this commit only
+        raise Skip(f"unreadable commit: {str(error).splitlines()[-1][-200:]}") from None
     if not changed:
         raise Skip("empty diff")
     binary = [path for path, is_binary in changed if is_binary]

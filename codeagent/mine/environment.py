@@ -120,7 +120,10 @@ def task_for(repo: Repository, found: Candidate) -> Task:
         if report is not None and report.language != "python":
             fields["environment"] = language_environment(report)
         else:
-            files = _files(repo, commit.parent)
+            try:
+                files = _files(repo, commit.parent)
+            except RuntimeError as error:
+                raise Skip(f"unreadable commit: {str(error).splitlines()[-1][-200:]}") from None
             if not any(name.endswith(".py") for name in files):
                 raise Skip("environment: no toolchain detected (and no Python files)")
             fields["environment"] = python_environment(files)
