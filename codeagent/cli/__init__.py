@@ -196,6 +196,6 @@ def _mount_groups() -> None:
     cli.add_command(acp_command)
 
 
-from . import setup_commands, solve_command  # noqa: E402,F401 - they add their commands to `cli`
+from . import setup_commands, solve_command, tasks  # noqa: E402,F401 - they add their commands to `cli`
 
 _mount_groups()

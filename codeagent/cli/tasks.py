@@ -1,0 +1,65 @@
+"""`codeagent tasks mine`: SWE-bench-format tasks from a repository's history (codeagent/mine/)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import _user_errors, cli
+
+
+@cli.group("tasks")
+def tasks_group() -> None:
+    """Make tasks: from a repository's history (`mine`)."""
+
+
+@tasks_group.command("mine")
+@click.argument("repo")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The tasks file (SWE-bench JSONL); beside it FILE.state.jsonl (the resumable record) and "
+                   "STEM.rejects.jsonl (every skipped commit and why) and STEM.logs/ (each candidate's build and test logs).")
+@click.option("--name", help="The repository's owner/name (default: from its URL, its origin remote or a "
+                             "mirror folder named owner+name).")
+@click.option("--since", help="Only commits made since this date (git's --since).")
+@click.option("--until", help="Only commits made until this date (git's --until).")
+@click.option("--max-commits", type=click.IntRange(min=1), help="Walk at most this many first-parent commits.")
+@click.option("--ref", default="HEAD", show_default=True, help="The branch or commit whose history is walked.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Candidates validated at once (threads; each runs its own containers).")
+@click.option("--reruns", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each side (base, gold); a test whose result changes between them is dropped.")
+@click.option("--after", help="Decontamination: only commits made after this date.")
+@click.option("--exclude", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A benchmark's instances to leave out: its rows (.json/.jsonl) or instance ids, one a line.")
+@click.option("--split-date", help="Held-out split: rows made on or after this date get split=test (the others "
+                                   "train), also written to STEM.train.jsonl and STEM.test.jsonl.")
+@click.option("--max-files", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Skip commits that change more files.")
+@click.option("--max-patch-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True,
+              help="Skip commits whose diff is larger.")
+@click.option("--issues", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A JSON object of issue number -> text, added to the statement of the commits that reference them.")
+def mine_command(repo, output, name, since, until, max_commits, ref, workers, reruns, after, exclude, split_date,
+                 max_files, max_patch_bytes, issues) -> None:
+    """Mine validated tasks from REPO's history (a local path, a mirror or a URL): first-parent commits that
+    change code and tests, each run on its base and with its fix through the eval harness (Docker)."""
+    from ..mine.candidates import Limits
+    from ..mine.mining import Options, mine, open_repository, rejects_path
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    with _user_errors(ValueError):
+        repository = open_repository(repo, name)
+        texts = {str(key): str(value) for key, value in json.loads(issues.read_text()).items()} if issues else {}
+        options = Options(since=since, until=until, max_commits=max_commits, after=after, exclude=exclude,
+                          split_date=split_date, workers=workers, reruns=reruns, ref=ref, issues=texts,
+                          limits=Limits(max_patch_bytes=max_patch_bytes, max_files=max_files))
+        summary = mine(repository, output, options, say)
+    reasons = ", ".join(f"{reason}: {count}" for reason, count in summary.skipped.most_common())
+    click.echo(f"{repository.name}: {summary.commits} commits, {summary.candidates} candidates validated, "
+               f"{summary.kept} kept, {summary.errors} broke ({summary.resumed} commits done before), {summary.written} tasks in {output} "
+               f"({summary.seconds:.0f}s); skipped: {reasons or 'none'}; reasons per commit in {rejects_path(output)}")

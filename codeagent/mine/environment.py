@@ -1,0 +1,133 @@
+"""A candidate as a Task in the harness's terms, so that it is graded exactly as an eval task is:
+
+- a Python repository with a SWE-bench spec file (evals/environments/swebench/): `version` is the
+  repository's major.minor at the base commit (its `__version__` as SWE-bench reads it, else its
+  packaging metadata), mapped to the nearest spec version not above it;
+- another language: `extra["environment"]` names the language, the test command and the parser of
+  the repository's own graded test report (harness/env_toolchain.py's `test_report`);
+- Python without a spec file: a generic environment (pytest over the test patch's files).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..harness.spec_files import load_library
+from ..sandbox.workspace import RepoSnapshot
+from ..task import Task
+from .candidates import Candidate, Skip, git
+
+# Where a Python repository states its version, in the order SWE-bench's version files are tried;
+# {name} is the repository's name.
+VERSION_FILES = ("{name}/__version__.py", "src/{name}/__version__.py", "{name}/__about__.py", "src/{name}/__about__.py",
+                 "{name}/version.py", "src/{name}/version.py", "{name}/__init__.py", "src/{name}/__init__.py",
+                 "{name}/__pkginfo__.py")
+METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+_DUNDER = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
+_METADATA = re.compile(r"""^\s*version\s*[=:]\s*['"]?(\d+\.\d+[^'"\s,]*)""", re.M)
+PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini")
+GENERIC_PYTHON = {"python": "3.11", "system_packages": [], "pip_packages": ["pytest"],
+                  "test_cmd": "python -m pytest -rA", "log_parser": "pytest", "directives": "paths", "test_timeout": 900}
+INSTALL = ["python -m pip install -e ."]
+
+
+@dataclass(frozen=True)
+class Repository:
+    git_dir: Path
+    name: str  # owner/name
+    source: str  # what the user gave (a path, a mirror, a URL)
+
+
+def _show(repo: Repository, commit: str, path: str) -> str | None:
+    try:
+        return git(repo.git_dir, "show", f"{commit}:{path}")
+    except RuntimeError:
+        return None
+
+
+def _files(repo: Repository, commit: str) -> list[str]:
+    return git(repo.git_dir, "ls-tree", "-r", "--name-only", commit).splitlines()
+
+
+def stated_version(repo: Repository, commit: str) -> str | None:
+    """major.minor of the repository at `commit`, or None when it states none."""
+    name = repo.name.split("/")[-1].lower().replace("-", "_")
+    for pattern in VERSION_FILES:
+        text = _show(repo, commit, pattern.format(name=name))
+        if text and (match := _DUNDER.search(text)):
+            return _major_minor(match.group(1))
+    for path in METADATA_FILES:
+        text = _show(repo, commit, path)
+        if text and (match := _METADATA.search(text)):
+            return _major_minor(match.group(1))
+    return None
+
+
+def _major_minor(version: str) -> str | None:
+    match = re.match(r"v?(\d+)\.(\d+)", version.strip())
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def nearest_version(version: str, known: list[str]) -> str | None:
+    """The highest of `known` that is not above `version` (None: all are above it)."""
+    below = [key for key in known if _key(key) <= _key(version)]
+    return max(below, key=_key) if below else None
+
+
+def _test_report(snap: RepoSnapshot):
+    """Contract 3's graded test report of the repository (None: no toolchain, or not available here)."""
+    from ..harness import env_toolchain
+
+    report = getattr(env_toolchain, "test_report", None)
+    return report(snap) if report is not None else None
+
+
+def language_environment(report) -> dict[str, Any]:
+    """A task's environment from a repository's TestReport (language, command, parser)."""
+    return {"language": report.language, "test_cmd": report.command, "log_parser": report.log_parser}
+
+
+def python_environment(files: list[str]) -> dict[str, Any]:
+    """The generic environment of a Python repository without a spec: installed when it is a package."""
+    packaged = any(name in files for name in ("pyproject.toml", "setup.py", "setup.cfg"))
+    return {**GENERIC_PYTHON, "install": INSTALL if packaged else []}
+
+
+def task_for(repo: Repository, found: Candidate) -> Task:
+    """The candidate as a Task (no test lists yet: validation finds them), or Skip when no environment fits."""
+    commit = found.commit
+    fields: dict[str, Any] = {"swebench_repo": repo.name, "created_at": commit.date}
+    version: str | None = None
+    specs = load_library().repos.get(repo.name)
+    if specs is not None:
+        stated = stated_version(repo, commit.parent)
+        if stated is None:
+            raise Skip("environment: the repository states no version at the base commit")
+        version = nearest_version(stated, list(specs.versions))
+        if version is None:
+            raise Skip(f"environment: no spec version at or below {stated} in {Path(specs.path).name}")
+    else:
+        from ..sandbox.workspace import snapshot
+
+        report = _test_report(snapshot(str(repo.git_dir), commit.parent))
+        if report is not None and report.language != "python":
+            fields["environment"] = language_environment(report)
+        else:
+            try:
+                files = _files(repo, commit.parent)
+            except RuntimeError as error:
+                raise Skip(f"unreadable commit: {str(error).splitlines()[-1][-200:]}") from None
+            if not any(name.endswith(".py") for name in files):
+                raise Skip("environment: no toolchain detected (and no Python files)")
+            fields["environment"] = python_environment(files)
+    owner, name = repo.name.split("/", 1)
+    return Task(repo=str(repo.git_dir), instance_id=f"{owner}__{name}-{commit.sha[:12]}",
+                problem_statement=commit.message, base_commit=commit.parent, gold_patch=found.gold_patch,
+                test_patch=found.test_patch, version=version, extra=fields)

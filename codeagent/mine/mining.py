@@ -1,0 +1,178 @@
+"""A mining run: walk the history, make each commit a candidate task or skip it with a reason, validate
+the candidates on `workers` threads, record each one as it finishes (state.py), then write the output,
+its held-out split and the rejects file from the record."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..data.swebench import is_repo_name
+from ..sandbox.errors import DockerUnavailable
+from ..task import Task
+from .candidates import Commit, Limits, Skip, candidate, history, shallow_edges
+from .environment import Repository, task_for
+from .output import Exclusions, dedupe, normalized_digest, read_exclusions, row, split, when, write_jsonl
+from .state import KEPT, SKIPPED, MiningState
+from .statement import leaks, statement
+from .validate import RERUNS, validate
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Options:
+    since: str | None = None
+    until: str | None = None
+    max_commits: int | None = None
+    after: str | None = None  # decontamination: only commits made after this date
+    exclude: Path | None = None  # a benchmark's instances (rows or ids)
+    split_date: str | None = None
+    workers: int = 1
+    reruns: int = RERUNS
+    limits: Limits = field(default_factory=Limits)
+    issues: dict[str, str] = field(default_factory=dict)  # issue number -> its text
+    ref: str = "HEAD"
+
+
+@dataclass
+class Summary:
+    commits: int = 0
+    candidates: int = 0  # commits that reached validation
+    kept: int = 0
+    resumed: int = 0  # commits a previous run recorded
+    skipped: Counter = field(default_factory=Counter)  # reason (its first words) -> count
+    seconds: float = 0.0
+    written: int = 0
+    errors: int = 0  # validations that broke (not recorded: tried again by the next run)
+
+
+def open_repository(source: str, name: str | None = None) -> Repository:
+    """A local path, a local mirror or a URL (cloned once into the cache), and its owner/name."""
+    from ..sandbox.workspace import snapshot
+
+    git_dir = snapshot(source).git_dir
+    name = name or _name_of(source, git_dir)
+    if not is_repo_name(name):
+        raise ValueError(f"{name!r} is not owner/name: give the repository's name with --name OWNER/NAME")
+    return Repository(git_dir, name, source)
+
+
+def _name_of(source: str, git_dir: Path) -> str:
+    remote = subprocess.run(["git", "--git-dir", str(git_dir), "config", "remote.origin.url"], capture_output=True,
+                            text=True).stdout.strip()
+    for text in (source, remote):
+        if match := re.search(r"github\.com[/:]([^/]+/[^/]+?)(?:\.git)?/?$", text):
+            return match.group(1)
+    for part in reversed(Path(source).resolve().parts):  # a mirror folder named owner+name (fetch's layout)
+        if re.fullmatch(r"[\w.-]+\+[\w.-]+", part):
+            return part.replace("+", "/", 1)
+    folder = Path(source).resolve().name.removesuffix(".git")
+    return f"local/{folder if folder not in ('', 'repo', '.git') else Path(source).resolve().parent.name}"
+
+
+def prepare(repo: Repository, commit: Commit, options: Options, shallow: frozenset[str],
+            exclusions: Exclusions | None, seen: set[str]) -> Task:
+    """The commit as a task ready to validate, or Skip: the split, the filters, the environment, the statement."""
+    if options.after and when(commit.date) <= when(options.after):
+        raise Skip(f"made before --after {options.after}")
+    found = candidate(repo.git_dir, commit, options.limits, shallow)
+    digest = normalized_digest(found.gold_patch)
+    if digest in seen:
+        raise Skip("duplicate: the same change is already a task")
+    task = task_for(repo, found)
+    if exclusions is not None and exclusions.match(repo.name, task.instance_id, task.base_commit, task.gold_patch):
+        raise Skip("excluded: an instance of a named benchmark")
+    text = statement(commit.message, options.issues)
+    if leaked := leaks(text, found.gold_patch):
+        raise Skip(f"statement leaks the fix: {leaked[0][:80]!r}")
+    seen.add(digest)
+    return task.model_copy(update={"problem_statement": text, "extra": {**task.extra, "commit": commit.sha}})
+
+
+def mine(repo: Repository, output: Path, options: Options, say: Say = print) -> Summary:
+    from ..executors.local import LocalExecutor
+    from ..sandbox.engine import docker_client
+
+    started = time.monotonic()
+    state = MiningState(output)
+    summary = Summary()
+    exclusions = read_exclusions(options.exclude) if options.exclude else None
+    commits = history(repo.git_dir, options.ref, since=options.since, until=options.until,
+                      max_commits=options.max_commits)
+    summary.commits = len(commits)
+    shallow = frozenset(shallow_edges(repo.git_dir))
+    seen = {normalized_digest(item["patch"]) for item in state.kept()}
+    tasks: list[Task] = []
+    for commit in commits:
+        if state.done(commit.sha):
+            summary.resumed += 1
+            continue
+        try:
+            tasks.append(prepare(repo, commit, options, shallow, exclusions, seen))
+        except Skip as why:
+            _skip(state, summary, say, commit.sha, "candidate", str(why))
+    summary.candidates = len(tasks)
+    if tasks:
+        docker_client()  # no engine: one clear error now, not every candidate skipped for it
+    say(f"{len(commits)} commits, {summary.resumed} done before, {len(tasks)} candidates to validate")
+
+    def job(task: Task):
+        return validate(task, reruns=options.reruns, log_dir=logs_path(output) / task.instance_id,
+                        phase=lambda text: say(f"[{_short(task)}] {text}"))
+
+    for task, validation, error in LocalExecutor(options.workers, threads=True).map_unordered(job, tasks):
+        sha = task.extra["commit"]
+        if error is None:
+            item = row(task, sha, repo.source, validation)
+            state.add({"commit": sha, "status": KEPT, "row": item})
+            summary.kept += 1
+            say(f"[{_short(task)}] kept: {len(validation.fail_to_pass)} FAIL_TO_PASS, "
+                f"{len(validation.pass_to_pass)} PASS_TO_PASS, {len(validation.flaky)} flaky dropped")
+        elif isinstance(error, Skip):
+            _skip(state, summary, say, sha, "validation", str(error))
+        elif isinstance(error, DockerUnavailable):
+            raise error
+        else:  # not recorded: the next run tries it again
+            summary.errors += 1
+            say(f"[{_short(task)}] error (not recorded, tried again next run): {type(error).__name__}: {error}")
+    summary.written = write_outputs(output, state, options.split_date)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _short(task: Task) -> str:
+    return str(task.extra["commit"])[:10]
+
+
+def _skip(state: MiningState, summary: Summary, say: Say, sha: str, phase: str, reason: str) -> None:
+    state.add({"commit": sha, "status": SKIPPED, "phase": phase, "reason": reason})
+    summary.skipped[reason.split(":")[0]] += 1
+    say(f"[{sha[:10]}] skipped ({phase}): {reason}")
+
+
+def logs_path(output: Path) -> Path:
+    return output.with_name(f"{output.stem}.logs")
+
+
+def rejects_path(output: Path) -> Path:
+    return output.with_name(f"{output.stem}.rejects.jsonl")
+
+
+def write_outputs(output: Path, state: MiningState, split_date: str | None) -> int:
+    """The output (every kept task, deduped, with `split` when asked and its two sides beside it) and the
+    rejects file; the number of rows written."""
+    rows: list[dict[str, Any]] = dedupe(state.kept())
+    if split_date:
+        rows = split(rows, split_date)
+        for side in ("train", "test"):
+            write_jsonl(output.with_name(f"{output.stem}.{side}.jsonl"), [item for item in rows if item["split"] == side])
+    write_jsonl(output, rows)
+    write_jsonl(rejects_path(output), state.skipped())
+    return len(rows)

@@ -1,0 +1,50 @@
+"""`codeagent tasks mine` end to end, in Docker: a small Python history mined into a task that
+`eval grade --gold` resolves and `--empty` does not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.history import history_repo
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def test_mined_task_is_validated_and_graded_by_eval(tmp_path, env):
+    repo = history_repo(tmp_path)
+    output = tmp_path / "mined" / "tasks.jsonl"
+    mine = subprocess.run([sys.executable, "-m", "codeagent.cli", "tasks", "mine", str(repo), "--name", "synthetic/calc",
+                           "--output", str(output), "--split-date", "2024-06-01"],
+                          capture_output=True, text=True, env=env, timeout=1200)
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    for phase in ("environment", "base run 3/3", "gold run 3/3", "grade gold", "grade empty", "kept: 1 FAIL_TO_PASS"):
+        assert phase in mine.stderr
+    [task] = [json.loads(line) for line in output.read_text().splitlines()]
+    assert task["FAIL_TO_PASS"] == ["tests/test_calc.py::test_add"]
+    assert task["PASS_TO_PASS"] == ["tests/test_calc.py::test_mul"]
+    assert task["problem_statement"].startswith("Fix add() (#12)") and task["split"] == "train"
+    validation = task["provenance"]["validation"]
+    assert len(validation["runs"]) == 6 and validation["grades"] == {"gold": "resolved", "empty": "unresolved"}
+    rejects = {json.loads(line)["reason"] for line in (tmp_path / "mined" / "tasks.rejects.jsonl").read_text().splitlines()}
+    assert "docs-only" in rejects and any(reason.startswith("statement leaks the fix") for reason in rejects)
+    assert (tmp_path / "mined" / "tasks.train.jsonl").read_text() == output.read_text()
+    logs = tmp_path / "mined" / "tasks.logs" / task["instance_id"]
+    assert "FAILED tests/test_calc.py::test_add" in (logs / "base-1.txt").read_text()
+    assert (logs / "grade-gold" / "test_output.txt").is_file()
+
+    repos = tmp_path / "repos" / "synthetic"
+    repos.mkdir(parents=True)
+    os.symlink(repo, repos / "calc")
+    for flag, resolved in (("--gold", True), ("--empty", False)):
+        graded = tmp_path / f"graded{flag}"
+        proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(output), flag,
+                               "--repos", str(tmp_path / "repos"), "--output", str(graded)],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        [report] = [json.loads(path.read_text()) for path in graded.glob("instances/*/report.json")]
+        assert report["resolved"] is resolved, report
