@@ -94,10 +94,9 @@ def test_nearest_version_is_the_highest_not_above():
 
 
 def test_another_language_takes_the_repositorys_test_report():
-    env_toolchain = pytest.importorskip("codeagent.harness.env_toolchain")
-    if not hasattr(env_toolchain, "TestReport"):
-        pytest.skip("contract 3 (TestReport) is not in this tree yet")
-    report = env_toolchain.TestReport("go", "go test -json ./...", "go_json")
+    from codeagent.harness.env_toolchain import TestReport
+
+    report = TestReport("go", "go test -json ./...", "go_json")
     assert language_environment(report) == {"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json"}
 
 

@@ -82,11 +82,10 @@ def nearest_version(version: str, known: list[str]) -> str | None:
 
 
 def _test_report(snap: RepoSnapshot):
-    """Contract 3's graded test report of the repository (None: no toolchain, or not available here)."""
-    from ..harness import env_toolchain
+    """The repository's graded test report (None: no toolchain detected)."""
+    from ..harness.env_toolchain import test_report
 
-    report = getattr(env_toolchain, "test_report", None)
-    return report(snap) if report is not None else None
+    return test_report(snap)
 
 
 def language_environment(report) -> dict[str, Any]:
