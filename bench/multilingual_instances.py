@@ -16,7 +16,8 @@ with the commit that merged it. From the repository's git history:
   every run before and after. A test whose status differs between runs of the same state is flaky and
   left out of both. An instance with no FAIL_TO_PASS is left out of the file (and said).
 
-Results are kept per instance under WORK/results/ID.json (resumable: --rerun forgets them).
+Results are kept per instance under WORK/results/ID.json (resumable: --rerun forgets them; --no-run
+writes the file from them alone).
 `--layout DIR` makes the folder `codeagent eval grade --repos DIR` reads (DIR/owner/name, a link to each
 repository's git directory) and stops.
 
@@ -285,6 +286,7 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated instance ids (the output keeps the others' kept results)")
     parser.add_argument("--runs", type=int, default=2, help="runs of each state (a test that differs is flaky)")
     parser.add_argument("--rerun", action="store_true", help="measure again the selected instances")
+    parser.add_argument("--no-run", action="store_true", help="write the file from the kept results; run nothing")
     parser.add_argument("--layout", type=Path, help="only make DIR/owner/name links for `eval grade --repos DIR`")
     args = parser.parse_args()
 
@@ -298,7 +300,8 @@ def main() -> None:
     rows = []
     for source in sources:
         kept = results / f"{source['instance_id']}.json"
-        if (wanted is None or source["instance_id"] in wanted) and (args.rerun or not kept.is_file()):
+        selected = wanted is None or source["instance_id"] in wanted
+        if selected and not args.no_run and (args.rerun or not kept.is_file()):
             repo_git = git_dir(args.mirrors, source["repo"])
             described = describe(repo_git, source)
             print(f"{source['instance_id']}: running its tests ({args.runs} runs before, {args.runs} after)",
