@@ -103,8 +103,8 @@ def git_dir(mirrors: Path, repo: str) -> Path:
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", f"--git-dir={repo}" if (repo / "objects").is_dir() else f"-C{repo}", *args],
-                          check=True, capture_output=True, text=True).stdout
+    where = [f"--git-dir={repo}"] if (repo / "objects").is_dir() else ["-C", str(repo)]
+    return subprocess.run(["git", *where, *args], check=True, capture_output=True, text=True).stdout
 
 
 def split_diff(diff: str) -> tuple[str, str]:

@@ -125,6 +125,12 @@ def test_builder_measures_fail_to_pass_by_running_the_tests(tmp_path, bench):
     assert row["problem_statement"] == "Fix add (#7)\n\nadd subtracted."
     assert "calc.sh" in row["patch"] and "run_tests.sh" not in row["patch"]
     assert "run_tests.sh" in row["test_patch"]
+    # a clone laid out as owner/name works as well as a bare mirror
+    clone = tmp_path / "clones" / "acme" / "calc"
+    subprocess.run(["git", "clone", "-q", str(mirrors / "acme+calc" / "repo"), str(clone)], check=True)
+    found = builder.git_dir(tmp_path / "clones", "acme/calc")
+    assert found == clone
+    assert builder.describe(found, {"commit": commit[:7]})["test_patch"] == row["test_patch"]
     layout = tmp_path / "repos"
     subprocess.run([sys.executable, str(BENCH / "multilingual_instances.py"), "--mirrors", str(mirrors),
                     "--sources", str(sources), "--layout", str(layout)], check=True, capture_output=True, cwd=ROOT,
