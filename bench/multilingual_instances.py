@@ -104,7 +104,8 @@ def git_dir(mirrors: Path, repo: str) -> Path:
 
 def git(repo: Path, *args: str) -> str:
     where = [f"--git-dir={repo}"] if (repo / "objects").is_dir() else ["-C", str(repo)]
-    return subprocess.run(["git", *where, *args], check=True, capture_output=True, text=True).stdout
+    # bytes decoded as they are: text mode would turn a CRLF file's diff lines into LF (no longer applying)
+    return subprocess.run(["git", *where, *args], check=True, capture_output=True).stdout.decode()
 
 
 def split_diff(diff: str) -> tuple[str, str]:
