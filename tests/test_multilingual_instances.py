@@ -92,10 +92,12 @@ def _repo(tmp_path: Path) -> tuple[Path, str]:
     run = lambda *args: subprocess.run(["git", *args], cwd=work, check=True, capture_output=True, env={**GIT, "PATH": "/usr/bin:/bin"})  # noqa: E731
     run("init", "-q")
     (work / "calc.sh").write_text("add() { echo $(( $1 - $2 )); }\n")
+    (work / "NOTES.txt").write_bytes(b"add: adds\r\nsub: subtracts\r\n")  # CRLF lines: the patch keeps its CRs
     (work / "run_tests.sh").write_text('. ./calc.sh\n[ "$(add 1 1)" = 0 ] && echo "ok 1 zero" || echo "not ok 1 zero"\n')
     run("add", "-A")
     run("commit", "-qm", "first")
     (work / "calc.sh").write_text("add() { echo $(( $1 + $2 )); }\n")
+    (work / "NOTES.txt").write_bytes(b"add: adds (fixed)\r\nsub: subtracts\r\n")
     (work / "run_tests.sh").write_text('. ./calc.sh\n[ "$(add 1 1)" = 2 ] && echo "ok 1 two" || echo "not ok 1 two"\n'
                                        '[ "$(add 0 0)" = 0 ] && echo "ok 2 zero" || echo "not ok 2 zero"\n')
     run("add", "-A")
@@ -124,6 +126,7 @@ def test_builder_measures_fail_to_pass_by_running_the_tests(tmp_path, bench):
     assert row["instance_id"] == "acme__calc-7" and row["version"] == "7"
     assert row["problem_statement"] == "Fix add (#7)\n\nadd subtracted."
     assert "calc.sh" in row["patch"] and "run_tests.sh" not in row["patch"]
+    assert "+add: adds (fixed)\r\n" in row["patch"]
     assert "run_tests.sh" in row["test_patch"]
     # a clone laid out as owner/name works as well as a bare mirror
     clone = tmp_path / "clones" / "acme" / "calc"
