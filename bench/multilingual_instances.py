@@ -86,7 +86,7 @@ def load_sources(path: Path = SOURCES) -> list[dict]:
         repo_defaults = data["repos"][entry["repo"]]
         out.append({"instance_id": instance_id(entry["repo"], entry["number"]), "repo": entry["repo"],
                     "number": entry["number"], "commit": str(entry["commit"]),
-                    "official": bool(repo_defaults.get("official")),
+                    "official": bool(entry.get("official", repo_defaults.get("official"))),
                     "environment": environment(repo_defaults, entry)})
     return out
 
