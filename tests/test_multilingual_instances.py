@@ -162,7 +162,16 @@ def test_gold_empty_table_reads_reports_and_rewrites_only_its_part_of_the_readme
     assert any(line.startswith("| go | c-3 | error | resolved |") and "no tests found" in line
                and "empty resolves" in line for line in lines)
     assert "| java | b-2 | not run | not run | - | - |  |" in lines
-    assert "- go: gold resolves 1/2, empty unresolved 1/2" in lines
+    # an empty patch that errored proves nothing: it is a cause, not an "unresolved"
+    errored = tmp_path / "out" / "java" / "empty" / "instances" / "b-2"
+    errored.mkdir(parents=True)
+    (errored / "report.json").write_text(json.dumps({"resolved": False, "outcome": "harness_error",
+                                                     "reason": "the environment could not be built"}))
+    again = grader.table(groups, tmp_path / "out")
+    assert any(line.startswith("| java | b-2 | not run | harness_error |") and "empty: harness_error" in line
+               for line in again)
+    assert "- java: gold resolves 0/1, empty graded unresolved 0/1" in again
+    assert "- go: gold resolves 1/2, empty graded unresolved 1/2" in lines
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{grader.START}\nstale row\n{grader.END}\nafter\n")
     grader.write_readme(readme, lines)
