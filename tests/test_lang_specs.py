@@ -152,7 +152,7 @@ def test_every_test_command_runs_and_the_exit_code_is_the_last_ones_under_pipefa
 def test_the_plan_of_a_language_task(specs):
     spec = language_spec_for(task("3820"))
     plan = language_plan(task("3820").model_copy(update={"FAIL_TO_PASS": ["TestA"], "test_patch": "diff"}), spec)
-    assert plan.command == "set -o pipefail\ngo vet ./...\ngo test -v ./..." and plan.timeout == 600.0
+    assert plan.command == "set -x -o pipefail\ngo vet ./...\ngo test -v ./..." and plan.timeout == 600.0
     assert (plan.log_parser, plan.fail_to_pass, plan.test_patch) == ("pytest", ["TestA"], "diff")
     own = task("3820").model_copy(update={"test_command": "go test -run TestA ./..."})
     assert language_plan(own, spec).command == "go test -run TestA ./..."  # the task's own command wins, as for Python

@@ -126,9 +126,10 @@ def language_command(spec) -> str:
     """A language spec's tests as one script (lang_specs.LanguageSpec): test_env exported, pre_test, then
     every test command, one after the other whatever each exits with, all into one log. The exit code is
     the last command's, under pipefail: the status SWE-bench's eval script records right after its test
-    commands (which run under `set -o pipefail`, without `-e`)."""
+    commands (which run under `set -x -o pipefail`, without `-e`). Traced, as there: SWE-bench's `maven`
+    parser reads the test names from the traced `mvn ... -Dtest=...` lines."""
     exports = [f"export {name}={shlex.quote(value)}" for name, value in spec.test_env.items()]
-    return "\n".join(["set -o pipefail", *exports, *spec.pre_test, *spec.test_cmds])
+    return "\n".join(["set -x -o pipefail", *exports, *spec.pre_test, *spec.test_cmds])
 
 
 def language_plan(task: Task, spec, *, network: bool = False) -> TestPlan:
