@@ -4,8 +4,6 @@ languages/*.yaml for the toolchain its files choose; for Node, the runner packag
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,18 +12,7 @@ from codeagent.harness.env_toolchain import TestReport, test_report
 from codeagent.harness.log_parsers import PARSERS
 from codeagent.sandbox import snapshot
 
-from .support.git import git
-
-DATA = Path(__file__).parent / "data" / "toolchains"
-
-
-def toy(name: str, tmp_path: Path) -> Path:
-    repo = tmp_path / name
-    shutil.copytree(DATA / name, repo)
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
-    return repo
+from .support.toolchains import toolchain_repo
 
 
 @pytest.mark.parametrize("name, language, starts, parser", [
@@ -37,7 +24,7 @@ def toy(name: str, tmp_path: Path) -> Path:
     ("c", "c/c++", "make test && echo 'PASS: make test'", "jq"),
 ])
 def test_each_toy_repository_has_its_report(tmp_path, name, language, starts, parser):
-    report = test_report(snapshot(toy(name, tmp_path)))
+    report = test_report(snapshot(toolchain_repo(name, tmp_path)))
     assert isinstance(report, TestReport) and report.language == language and report.log_parser == parser
     assert report.command.startswith(starts)
 

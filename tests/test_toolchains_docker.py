@@ -6,7 +6,6 @@ content hash), so only the first run of this module is slow."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,17 +19,7 @@ from codeagent.sandbox import snapshot
 from codeagent.sandbox.images import image_exists
 
 from .support.git import git
-
-DATA = Path(__file__).parent / "data" / "toolchains"
-
-
-def repo_of(name: str, tmp_path: Path) -> Path:
-    repo = tmp_path / name
-    shutil.copytree(DATA / name, repo)
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
-    return repo
+from .support.toolchains import toolchain_repo
 
 
 @pytest.mark.parametrize("name, toolchain, version, test_command", [
@@ -41,7 +30,7 @@ def repo_of(name: str, tmp_path: Path) -> Path:
     ("c", "c/c++/make", "", "make test"),
 ])
 def test_detected_from_the_repositorys_files(tmp_path, name, toolchain, version, test_command):
-    found = detect(snapshot(repo_of(name, tmp_path)))
+    found = detect(snapshot(toolchain_repo(name, tmp_path)))
     assert found is not None and found.label == f"{toolchain} {version}".strip()
     assert found.test_command == test_command
 
@@ -55,7 +44,7 @@ def test_a_makefile_alone_is_not_c_and_python_stays_on_the_base_image(make_repo)
 
 
 def test_sandbox_image_from_the_config_wins(tmp_path):
-    environment = resolve(snapshot(repo_of("go", tmp_path)), "my/image:1", build=False)
+    environment = resolve(snapshot(toolchain_repo("go", tmp_path)), "my/image:1", build=False)
     assert environment.image == "my/image:1" and "sandbox.image" in environment.line
 
 
@@ -76,7 +65,7 @@ def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) ->
 ])
 def test_sandbox_run_has_the_toolchain_and_passes_the_repositorys_tests(tmp_path, name, says, version_command,
                                                                           answer):
-    repo = repo_of(name, tmp_path)
+    repo = toolchain_repo(name, tmp_path)
     test_command = detect(snapshot(repo)).test_command
     proc = cli("sandbox", "run", "--repo", str(repo), "--", f"{version_command} && {test_command}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -107,7 +96,7 @@ def resolve_base() -> str:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_solve_says_which_environment_it_chose(tmp_path):
-    repo = repo_of("go", tmp_path)
+    repo = toolchain_repo("go", tmp_path)
     env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
            "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
     proc = cli("solve", "--repo", str(repo), "--issue", "make Add handle overflow", "--model", "hosted_vllm/served",
@@ -123,7 +112,7 @@ def test_the_sandbox_solve_opens_has_the_toolchain(tmp_path):
     from codeagent.run.repo_env import with_repository_environment
     from codeagent.sandbox import open_sandbox, sandbox_options
 
-    repo, said = repo_of("go", tmp_path), []
+    repo, said = toolchain_repo("go", tmp_path), []
     config = with_repository_environment(Config(), str(repo), None, said.append)
     assert config.sandbox.image.startswith("codeagent/lang-go") and said[-1].startswith("environment: go 1.19")
     with open_sandbox(snapshot(repo), **sandbox_options(config.sandbox)) as box:
@@ -135,7 +124,7 @@ def test_the_sandbox_solve_opens_has_the_toolchain(tmp_path):
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leaks")
 def test_the_go_version_go_mod_states_is_installed_from_the_go_module_proxy(tmp_path):
-    repo = repo_of("go", tmp_path)
+    repo = toolchain_repo("go", tmp_path)
     (repo / "go.mod").write_text("module example.com/calc\n\ngo 1.22\n")
     git(repo, "commit", "-qam", "go 1.22")
     proc = cli("sandbox", "run", "--repo", str(repo), "--", "go version && go test ./...", cwd=tmp_path)
@@ -148,7 +137,7 @@ def test_no_base_image_is_the_sandboxs_own_one_line(tmp_path):
     from codeagent.sandbox import ImageMissing
 
     with pytest.raises(ImageMissing, match="codeagent sandbox build"):
-        resolve(snapshot(repo_of("go", tmp_path)), base="codeagent/base:no-such-suite-000000000000")
+        resolve(snapshot(toolchain_repo("go", tmp_path)), base="codeagent/base:no-such-suite-000000000000")
 
 
 @pytest.mark.docker
@@ -159,7 +148,7 @@ def test_the_tui_session_s_sandbox_has_the_toolchain_and_says_so(tmp_path):
     from .support.scripted import call
     from .support.session import Recorder, make_session
 
-    repo, recorder = repo_of("go", tmp_path), Recorder()
+    repo, recorder = toolchain_repo("go", tmp_path), Recorder()
     session, _ = make_session(repo, [call("bash", command="go version && go test ./..."), call("submit")],
                               tmp_path, recorder, mode="full-auto")
     try:
@@ -183,7 +172,7 @@ def test_the_test_report_prints_what_its_parser_reads_offline_in_the_toolchain_s
     from codeagent.harness.log_parsers import parse_log
     from codeagent.sandbox import open_sandbox
 
-    snap = snapshot(repo_of(name, tmp_path))
+    snap = snapshot(toolchain_repo(name, tmp_path))
     report = test_report(snap)
     assert report is not None
     with open_sandbox(snap, image=resolve(snap).image) as box:

@@ -24,19 +24,18 @@ wins: the file's defaults < the file's version < the task's own `extra["environm
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..assets import asset_dir
 from ..task import Task
-from .spec_model import SpecError
+from .spec_files import read_yaml
+from .spec_model import SpecError, task_mapping
 from .specs import repo_name
 
 DEFAULT_TEST_TIMEOUT = 1800  # seconds, as SWE-bench's harness allows a run
@@ -154,12 +153,7 @@ def _load(root: str, stamps: tuple[tuple[str, int, int], ...]) -> tuple[tuple[st
     specs: dict[str, LanguageFile] = {}
     for name, _, _ in stamps:
         path = Path(root) / name
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            raise SpecError(f"{path}: not valid YAML: {err}") from None
-        if not isinstance(data, dict):
-            raise SpecError(f"{path}: expected a mapping with repo, language, defaults, versions")
+        data = read_yaml(path)
         try:
             spec = LanguageFile.model_validate({**data, "path": str(path)})
         except ValidationError as err:
@@ -175,16 +169,7 @@ def _load(root: str, stamps: tuple[tuple[str, int, int], ...]) -> tuple[tuple[st
 def task_environment(task: Task) -> dict[str, Any] | None:
     """The task's own `extra["environment"]` as a mapping (it may come as JSON text), or None."""
     raw = task.extra.get("environment")
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise SpecError(f"task {task.instance_id}: environment is not valid JSON: {err}") from None
-    if not isinstance(raw, dict):
-        raise SpecError(f"task {task.instance_id}: environment must be a mapping, got {type(raw).__name__}")
-    return raw
+    return None if raw is None else task_mapping(raw, task.instance_id, "environment")
 
 
 def is_language_task(task: Task, folder: Path | str | None = None) -> bool:

@@ -60,7 +60,7 @@ def _layer(data: Any, where: str) -> tuple[EnvSpec, dict[str, EnvSpec]]:
     return layer, subs
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
@@ -81,7 +81,7 @@ def _load_library(folder: str) -> SpecLibrary:
     common_path = root / COMMON_FILE
     if not common_path.is_file():
         raise SpecError(f"{common_path} is missing: it holds the Python table and the common defaults")
-    common = _read_yaml(common_path)
+    common = read_yaml(common_path)
     try:
         pythons = [PythonImage.model_validate(entry) for entry in common.get("pythons") or []]
     except ValidationError as err:
@@ -94,7 +94,7 @@ def _load_library(folder: str) -> SpecLibrary:
     for path in sorted(root.glob("*.yaml")):
         if path.name.startswith("_"):
             continue
-        data = _read_yaml(path)
+        data = read_yaml(path)
         unknown = [key for key in data if key not in ("repo", "defaults", "versions") and not str(key).startswith("x-")]
         if unknown:
             raise SpecError(f"{path}: unknown top-level key(s) {unknown}; expected repo, defaults, versions "

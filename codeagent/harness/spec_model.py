@@ -18,6 +18,18 @@ class SpecError(ValueError):
     """No spec, or a malformed one; the message says which file or task and what to do."""
 
 
+def task_mapping(raw: Any, instance_id: str, field: str) -> dict[str, Any]:
+    """A task's own config field (a mapping, or its JSON text) as a mapping; SpecError naming the task otherwise."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise SpecError(f"task {instance_id}: {field} is not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"task {instance_id}: {field} must be a mapping, got {type(raw).__name__}")
+    return raw
+
+
 def _str_list(value: Any) -> Any:
     if isinstance(value, str):
         return [value]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from typing import Any
 
 from ..task import Task
 from .spec_files import _layer
-from .spec_model import EnvSpec, SpecError, _str_list
+from .spec_model import EnvSpec, _str_list, task_mapping
 
 _PARSER_PREFIX = "parse_log_"
 
@@ -21,14 +20,7 @@ def task_override(task: Task) -> tuple[EnvSpec | None, list[str]]:
         raw = task.extra.get("environment")
     if raw is None:
         return None, []
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise SpecError(f"task {task.instance_id}: install_config is not valid JSON: {err}") from None
-    if not isinstance(raw, dict):
-        raise SpecError(f"task {task.instance_id}: install_config must be a mapping, got {type(raw).__name__}")
-    return _normalize_override(raw, task.instance_id)
+    return _normalize_override(task_mapping(raw, task.instance_id, "install_config"), task.instance_id)
 
 
 def _normalize_override(raw: dict[str, Any], instance_id: str) -> tuple[EnvSpec, list[str]]:

@@ -85,11 +85,7 @@ def score_reproduction(source: str | RepoTest, candidates: list[Candidate], sand
         if not candidate.usable:
             continue
         with sandbox_factory() as sandbox:
-            try:
-                restore_patch(sandbox, candidate.patch)
-            except Exception as exc:
-                candidate.details["reproduction"] = f"the patch does not apply: {exc}"
-                candidate.scores["reproduction"] = 0.0
+            if not _applied(sandbox, candidate):
                 continue
             sandbox.write_file(TEST_PATH, source)
             outcome = sandbox.run(reproduction_command(), timeout=timeout)
@@ -153,17 +149,24 @@ def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory
     return RepoTest(files, report, frozenset(before)), f"kept: it fails on the original code ({named}: {how})"
 
 
+def _applied(sandbox, candidate: Candidate) -> bool:
+    """Put the candidate's patch in the sandbox; False, with a 0 score, when it does not apply."""
+    try:
+        restore_patch(sandbox, candidate.patch)
+    except Exception as exc:
+        candidate.details["reproduction"] = f"the patch does not apply: {exc}"
+        candidate.scores["reproduction"] = 0.0
+        return False
+    return True
+
+
 def _score_in_language(test: RepoTest, candidates: list[Candidate], sandbox_factory: SandboxFactory,
                        timeout: float) -> None:
     for candidate in candidates:
         if not candidate.usable:
             continue
         with sandbox_factory() as sandbox:
-            try:
-                restore_patch(sandbox, candidate.patch)
-            except Exception as exc:
-                candidate.details["reproduction"] = f"the patch does not apply: {exc}"
-                candidate.scores["reproduction"] = 0.0
+            if not _applied(sandbox, candidate):
                 continue
             for path, text in test.files:
                 sandbox.write_file(path, text)
