@@ -215,6 +215,11 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
         vllm = float(t.get("vllm_gpu_memory_utilization", 0.3)) * device_gib * GiB
     parts = {"weights": weights, "lora+optimizer": lora, "gather buffer": gather, "activations": activations,
              "logits": logits, "vllm": vllm}
+    # Finer terms, not summed again: what each measured phase of bench/gpu_grpo_step.py holds (PHASE_TERMS).
+    detail = {"lora weights": master, "lora grads": trainable * 4 / layout.divisor("grads"),
+              "optimizer state": optimizer,
+              "logprobs activations": batch * sequence * (4 * shape.hidden + 3 * shape.intermediate) * width,
+              "logits (forward)": batch * sequence * shape.vocab * 2 + sequence * shape.vocab * 4}
     generation: dict[str, float] = {}
     if transformers_generation(recipe):
         rows = max(1, recipe.rollout.workers)
@@ -226,7 +231,7 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
     peak = max(training_total, generation_total)
     parts.update(generation)
     parts["overhead"] = 2 * GiB + 0.1 * peak
-    result = {name: value / GiB for name, value in parts.items()}
+    result = {name: value / GiB for name, value in {**parts, **detail}.items()}
     result["training"] = (training_total + parts["overhead"]) / GiB
     result["generation"] = (generation_total + parts["overhead"]) / GiB if generation else 0.0
     result["total"] = max(result["training"], result["generation"])
@@ -235,6 +240,23 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
                   weights_sharded=layout.divisor("weights") > 1)
     result["layout"] = layout.describe()  # type: ignore[assignment]
     return result
+
+
+# The terms that predict each phase of one GRPO step as bench/gpu_grpo_step.py measures it
+# (torch.cuda.max_memory_allocated, so without the overhead term): calibrate a term against the phases it is in.
+# The first step's forward+backward holds no optimizer state yet (made at the first optimizer step).
+PHASE_TERMS = {
+    "load": ("weights", "lora weights"),
+    "logprobs": ("weights", "lora weights", "gather buffer", "logprobs activations", "logits (forward)"),
+    "forward+backward": ("weights", "lora weights", "lora grads", "gather buffer", "activations", "logits"),
+    "optimizer step": ("weights", "lora weights", "lora grads", "optimizer state"),
+}
+
+
+def phase_prediction(values: dict, phase: str) -> dict:
+    """{"predicted_gib": the sum of the phase's terms, "predicted_terms": each term} for an `estimate` result."""
+    terms = {name: float(values[name]) for name in PHASE_TERMS[phase]}
+    return {"predicted_gib": sum(terms.values()), "predicted_terms": terms}
 
 
 ADVICE = {
