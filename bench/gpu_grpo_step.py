@@ -13,8 +13,8 @@ For each model (Qwen3-8B, Qwen2.5-Coder-7B-Instruct: their config.json values in
 - load: the bf16 model built from its config with random weights on the device (no download, no
   tokenizer from the hub), wrapped by TRL's GRPOTrainer with the LoRA of train/grpo-qwen7b.yaml and
   gradient checkpointing, its TRL config made by codeagent's trl_args from that recipe;
-- logprobs: the old (proximal) per-token logprobs of every sequence of the group, no gradient, as
-  train/offpolicy.py computes them (TRL's _get_per_token_logps_and_entropies);
+- logprobs: the old (proximal) per-token logprobs of every sequence of the group, no gradient (beta 0:
+  no reference model), as train/offpolicy.py computes them (TRL's _get_per_token_logps_and_entropies);
 - forward+backward: TRL's own GRPO loss (_compute_loss, dapo) on each sequence, one per micro-step as
   the recipe accumulates them, and its backward; tokens/s over the whole group;
 - optimizer step: the optimizer TRL builds (create_optimizer), gradient clipping, step.
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     parser.add_argument("--group", type=int, default=None, help="completions per group (default 4; --tiny 2)")
     parser.add_argument("--sequence", type=int, default=None, help="tokens per sequence (default 16384; --tiny 512)")
-    parser.add_argument("--budget", type=float, default=170.0, help="seconds per model before phases stop early")
+    parser.add_argument("--budget", type=float, default=150.0, help="seconds per model before phases stop early")
     parser.add_argument("--device-gib", type=float, default=80.0)
     args = parser.parse_args(argv)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
