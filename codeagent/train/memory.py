@@ -20,8 +20,14 @@ Training phase:
   every layer;
 - logits: batch x sequence x vocabulary, in 16 bits and again for their gradient, plus one row in
   fp32 for the log-softmax (TRL computes it row by row);
-- vLLM (colocated): `vllm_gpu_memory_utilization` of the device, in both phases.
-Generation phase (transformers generation only: the batched engine of models/batching.py runs in the
+- vLLM (colocated): `vllm_gpu_memory_utilization` of the device, in both phases;
+- async GRPO (`rollout.asynchronous`): the copies of the policy the rollouts sample from while the trainer
+  steps (train/versions.py: buffer_batches + 1, each the whole base + the LoRA weights in fp32), their KV
+  cache (as below, one prompt cache per copy) and prefill: in the training phase, since both run at once.
+Weight-sync phase (vLLM under ZeRO-3): TRL merges the adapter into vLLM's weights before every generation
+batch, gathering the whole model at once on every device (trl VLLMGeneration.sync_weights with PEFT), beside
+the colocated engine: whole weights + LoRA state + vLLM. Under other layouts the weights are whole already.
+Generation phase (transformers generation, not async: the batched engine of models/batching.py runs in the
 training process):
 - weights: the whole base on every device (ZeRO-3 gathers them for the rollouts: train/rollouts.py
   `generation_weights`), plus the LoRA state above;
@@ -31,7 +37,8 @@ training process):
   (4 x hidden + 3 x intermediate) x dtype bytes); the logits of the last position only.
 Total: the larger phase, plus overhead: 2 GiB (CUDA context, NCCL) + 10% (allocator fragmentation).
 Sequence = the first prompt (`--prompt-tokens`) + max_completion_length. It is an estimate: nothing
-here was measured on a GPU.
+here was measured on a GPU. bench/gpu_grpo_step.py measures the phases of one step on a GPU beside the
+terms that predict each (PHASE_TERMS), to calibrate them.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ KNOWN_SHAPES = {
                                            tie_word_embeddings=False),
     "Qwen/Qwen3-8B": dict(hidden_size=4096, num_hidden_layers=36, intermediate_size=12288, num_attention_heads=32,
                           num_key_value_heads=8, vocab_size=151936, tie_word_embeddings=False, head_dim=128),
+    "Qwen/Qwen3-32B": dict(hidden_size=5120, num_hidden_layers=64, intermediate_size=25600, num_attention_heads=64,
+                           num_key_value_heads=8, vocab_size=151936, tie_word_embeddings=False, head_dim=128),
     "meta-llama/Llama-3.1-8B-Instruct": dict(hidden_size=4096, num_hidden_layers=32, intermediate_size=14336,
                                              num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
                                              tie_word_embeddings=False),
@@ -179,7 +188,17 @@ def lora_parameters(shape: Shape, recipe: Recipe) -> int:
 
 
 def transformers_generation(recipe: Recipe) -> bool:
-    return recipe.rollout.generation == "transformers"
+    """Rollouts generated in the training process by transformers: asked for, or async GRPO (which samples
+    from versioned copies of the policy, never from vLLM: train/grpo.py)."""
+    return recipe.rollout.generation == "transformers" or recipe.rollout.asynchronous
+
+
+def policy_copies(recipe: Recipe) -> int:
+    """Copies of the policy async GRPO keeps (train/versions.py): the current one, plus one per generation
+    batch that may still be sampling from an older version (rollout.buffer_batches, default max_staleness + 1).
+    A retired copy is kept as a spare and reused, so this is how many exist at once."""
+    settings = recipe.rollout
+    return (settings.buffer_batches or settings.max_staleness + 1) + 1 if settings.asynchronous else 0
 
 
 def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4096, devices: int = 1,
@@ -221,12 +240,22 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
               "logprobs activations": batch * sequence * (4 * shape.hidden + 3 * shape.intermediate) * width,
               "logits (forward)": batch * sequence * shape.vocab * 2 + sequence * shape.vocab * 4}
     generation: dict[str, float] = {}
-    if transformers_generation(recipe):
-        rows = max(1, recipe.rollout.workers)
-        token_bytes = shape.layers * 2 * shape.kv_heads * shape.head_dim * width
+    rows = max(1, recipe.rollout.workers)
+    token_bytes = shape.layers * 2 * shape.kv_heads * shape.head_dim * width
+    prefill = rows * prompt_tokens * (4 * shape.hidden + 3 * shape.intermediate) * width
+    copies = policy_copies(recipe)
+    if copies:
+        # Async: the rollouts sample from copies of the policy (whole base + LoRA each) while the trainer
+        # steps, so their KV cache (and each copy's prompt cache) is there during training, not in a phase of its own.
+        parts.update({"policy copies": copies * (full_weights + trainable * 4),
+                      "kv cache": rows * sequence * token_bytes + copies * DEFAULT_KV_CACHE_BYTES, "prefill": prefill})
+    elif transformers_generation(recipe):
         generation = {"weights (gathered)": full_weights, "lora state": lora,
-                      "kv cache": rows * sequence * token_bytes + DEFAULT_KV_CACHE_BYTES,
-                      "prefill": rows * prompt_tokens * (4 * shape.hidden + 3 * shape.intermediate) * width}
+                      "kv cache": rows * sequence * token_bytes + DEFAULT_KV_CACHE_BYTES, "prefill": prefill}
+    elif layout.strategy == "zero3":
+        # vLLM's weight sync (TRL's VLLMGeneration.sync_weights, every step): with PEFT under ZeRO-3 the whole
+        # model is gathered at once on every device to merge the adapter into it, beside the colocated engine.
+        generation = {"weights (sync gather)": full_weights, "lora state": lora, "vllm": vllm}
     training_total, generation_total = sum(parts.values()), sum(generation.values())
     peak = max(training_total, generation_total)
     parts.update(generation)
@@ -237,7 +266,7 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
     result["total"] = max(result["training"], result["generation"])
     result.update(device=device_gib, sequence=sequence, batch=batch, parameters_b=shape.parameters() / 1e9,
                   checkpointing=bool(checkpointing), devices=layout.devices,
-                  weights_sharded=layout.divisor("weights") > 1)
+                  weights_sharded=layout.divisor("weights") > 1, policy_copies=copies, model=full_weights / GiB)
     result["layout"] = layout.describe()  # type: ignore[assignment]
     return result
 
@@ -273,21 +302,33 @@ ADVICE = {
                           "whole model on every device",
     "kv cache": "lower rollout.workers (conversations decoding at once per device) or trainer.max_completion_length",
     "prefill": "lower rollout.workers or the prompt length",
+    "policy copies": "lower rollout.max_staleness or rollout.buffer_batches (async GRPO keeps a whole copy of the "
+                     "model per policy version in use)",
+    "weights (sync gather)": "ZeRO-3 gathers the whole model on every device to merge the LoRA adapter into vLLM "
+                             "each step, however many devices: a smaller model.base, or a vLLM server on its own "
+                             "GPUs (vllm_mode: server) so no engine shares the device with the gather",
 }
 
 
 def report(values: dict) -> str:
     lines = [f"estimated memory per device ({values['parameters_b']:.2f}B parameters, batch {values['batch']}, "
              f"sequence {values['sequence']} tokens; {values['layout']}):"]
-    training = ("weights", "lora+optimizer", "gather buffer", "activations", "logits", "vllm", "overhead")
-    lines.append("  training:")
-    lines += [f"    {name:<19} {values[name]:8.1f} GiB" for name in training]
-    lines.append(f"    {'subtotal':<19} {values['training']:8.1f} GiB")
+    training = ["weights", "lora+optimizer", "gather buffer", "activations", "logits", "vllm"]
+    if values["policy_copies"]:
+        training += ["policy copies", "kv cache", "prefill"]
+    lines.append("  training" + (f" (async: rollouts sample from {values['policy_copies']} copies of the policy "
+                                 "meanwhile):" if values["policy_copies"] else ":"))
+    lines += [f"    {name:<21} {values[name]:8.1f} GiB" for name in (*training, "overhead")]
+    lines.append(f"    {'subtotal':<21} {values['training']:8.1f} GiB")
     if values["generation"]:
-        lines.append("  generation (transformers, in the training process):")
-        lines += [f"    {name:<19} {values[name]:8.1f} GiB"
-                  for name in ("weights (gathered)", "lora state", "kv cache", "prefill", "overhead")]
-        lines.append(f"    {'subtotal':<19} {values['generation']:8.1f} GiB")
+        if "weights (sync gather)" in values:
+            lines.append("  weight sync (vLLM, the adapter merged into its weights every step):")
+            names: tuple[str, ...] = ("weights (sync gather)", "lora state", "vllm", "overhead")
+        else:
+            lines.append("  generation (transformers, in the training process):")
+            names = ("weights (gathered)", "lora state", "kv cache", "prefill", "overhead")
+        lines += [f"    {name:<21} {values[name]:8.1f} GiB" for name in names]
+        lines.append(f"    {'subtotal':<21} {values['generation']:8.1f} GiB")
     lines.append(f"  {'total (peak)':<21} {values['total']:8.1f} GiB of {values['device']:.0f} GiB")
     lines.append("  (an estimate from the model's shape, the recipe and its layout; not measured on a GPU)")
     return "\n".join(lines)
@@ -298,12 +339,19 @@ def phase_is_training(values: dict) -> bool:
 
 
 def check_fits(values: dict) -> None:
+    if 0 < values["vllm"] < values["model"]:
+        raise TrainError(f"the colocated vLLM engine gets {values['vllm']:.1f} GiB (vllm_gpu_memory_utilization) but "
+                         f"the model's weights alone are {values['model']:.1f} GiB: each rank's engine holds the whole "
+                         "model (tensor parallel 1, the one colocate mode agent rollouts run in). Run vLLM as a server "
+                         "on its own GPUs (vllm_mode: server), or use a smaller model.base")
     if values["total"] <= values["device"]:
         return
     if not phase_is_training(values):
-        names = ("weights (gathered)", "kv cache", "prefill")
+        names: tuple[str, ...] = ("weights (gathered)", "kv cache", "prefill", "weights (sync gather)", "vllm")
     else:
-        names = ("logits", "activations", "weights", "vllm", "lora+optimizer", "gather buffer")
+        names = ("logits", "activations", "weights", "vllm", "lora+optimizer", "gather buffer", "policy copies",
+                 "kv cache")
+    names = tuple(name for name in names if name in values)
     biggest = sorted(names, key=lambda name: values[name], reverse=True)[:2]
     if phase_is_training(values) and values["devices"] > 1 and not values["weights_sharded"] \
             and "weights" not in biggest:
@@ -312,7 +360,8 @@ def check_fits(values: dict) -> None:
     def advice_for(name: str) -> str:
         return ADVICE["activations (checkpointed)" if name == "activations" and values["checkpointing"] else name]
 
-    phase = "training" if phase_is_training(values) else "generation"
+    phase = "training" if phase_is_training(values) else "weight sync" if "weights (sync gather)" in values \
+        else "generation"
     advice = "; ".join(f"{name} ({values[name]:.1f} GiB): {advice_for(name)}" for name in biggest)
     raise TrainError(f"the recipe needs about {values['total']:.0f} GiB per device ({phase} is the peak; "
                      f"{values['layout']}), more than the {values['device']:.0f} GiB there: {advice}")
