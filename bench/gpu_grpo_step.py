@@ -118,6 +118,7 @@ def reward(completions, **_):
 
 def build_trainer(model, recipe, vocab: int):
     from datasets import Dataset
+    from datasets.table import InMemoryTable
     from trl import GRPOTrainer
 
     from codeagent.train.modeling import peft_config_for, trl_args
@@ -125,7 +126,10 @@ def build_trainer(model, recipe, vocab: int):
 
     tokenizer = build_tokenizer(["def f(x):\n    return x + 1\n"], vocab_size=300)  # ids are scripted; TRL wants one
     args = trl_args(recipe, temperature=recipe.rollout.temperature, reward_weights=[1.0], disable_dropout=True)
-    dataset = Dataset.from_list([{"prompt": "task"} for _ in range(int(recipe.trainer["num_generations"]))])
+    # Never iterated (no generation). Given a fingerprint: computing one pickles pyarrow types, which fails with
+    # the older pyarrow a GPU machine may have (datasets 5.2 wants >= 24; 21 fails there).
+    rows = [{"prompt": "task"} for _ in range(int(recipe.trainer["num_generations"]))]
+    dataset = Dataset(InMemoryTable.from_pylist(rows), fingerprint="gpu-grpo-step")
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config_for(model, recipe))
     if args.activation_checkpointing:  # what Trainer.train() does before its first step
@@ -184,6 +188,8 @@ def run_model(name: str, args, record: dict, save, log) -> None:
     from codeagent.train.sequences import chain_steps
 
     cuda = args.device == "cuda"
+    if cuda:  # what an earlier model left (each phase's peak includes it)
+        record["allocated_at_start_gib"] = torch.cuda.memory_allocated() / GiB
     config = model_config(name, args.tiny)
     started = time.monotonic()
     over = lambda: time.monotonic() - started > args.budget  # noqa: E731
@@ -236,18 +242,26 @@ def run_model(name: str, args, record: dict, save, log) -> None:
     def logprobs():
         from trl.models.utils import disable_gradient_checkpointing
 
-        done = 0
+        done, tokens = 0, 0
+        start = time.perf_counter()
         with torch.no_grad(), disable_gradient_checkpointing(model, trainer.args.gradient_checkpointing_kwargs):
             for batch in batches:
                 if over():
-                    return {"stopped": "time budget", "sequences_done": done}
+                    break
                 ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
                 attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
                 logps, _, _ = trainer._get_per_token_logps_and_entropies(
                     model, ids, attention, batch["completion_ids"].size(1), batch_size=1)
                 batch["old_per_token_logps"] = logps
                 done += 1
-        return {"sequences_done": done}
+                tokens += ids.size(1)
+        if cuda:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        result = {"sequences_done": done, "tokens": tokens, "tokens_per_s": tokens / seconds if seconds else 0.0}
+        if done < len(batches):
+            result["stopped"] = "time budget"
+        return result
 
     phases.run("logprobs", logprobs)
 
