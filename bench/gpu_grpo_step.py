@@ -7,6 +7,9 @@ On one H100 with no internet (torch, transformers, peft, accelerate there; the r
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
     PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 python3 bench/gpu_grpo_step.py --out $OUT
 
+(.whl/ is ignored by git: carry it to the GPU machine.) --models picks one, --budget bounds the seconds
+per model (phases stop early, saying so), --group and --sequence change the shape.
+
 On CPU, in seconds (tests/test_gpu_script.py): python bench/gpu_grpo_step.py --tiny --out DIR
 
 For each model (Qwen3-8B, Qwen2.5-Coder-7B-Instruct: their config.json values in bench/data/model_configs/):
@@ -198,11 +201,16 @@ def run_model(name: str, args, record: dict, save, log) -> None:
     prompt = args.prompt_tokens
     completion = args.sequence - prompt
     recipe = load_recipe_for(work, completion, args.group, cuda, work / "run")
-    values = estimate(recipe, prompt_tokens=prompt, device_gib=args.device_gib)
-    record.update(recipe={"lora_r": recipe.lora.r, "targets": recipe.lora.target_modules,
-                          "loss_type": recipe.trainer.get("loss_type"), "group": args.group,
-                          "sequence": args.sequence, "prompt_tokens": prompt, "max_completion_length": completion},
-                  estimate={k: v for k, v in values.items()})
+    record["recipe"] = {"lora_r": recipe.lora.r, "targets": recipe.lora.target_modules,
+                        "loss_type": recipe.trainer.get("loss_type"), "group": args.group, "sequence": args.sequence,
+                        "prompt_tokens": prompt, "max_completion_length": completion}
+    values = None
+    try:
+        values = estimate(recipe, prompt_tokens=prompt, device_gib=args.device_gib)
+        record["estimate"] = dict(values)
+    except Exception as error:  # measure anyway
+        record["estimate_error"] = f"{type(error).__name__}: {error}"
+        log(f"  estimate FAILED: {record['estimate_error']}")
     phases = Phases(record, save, log, args.device, values)
     dtype = torch.bfloat16 if cuda else torch.float32
     state: dict = {}
@@ -277,6 +285,8 @@ def run_model(name: str, args, record: dict, save, log) -> None:
             losses.append(float(loss.detach()))
             done += 1
             tokens += batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
+        if not done:
+            raise TimeoutError("the time budget ran out before the first sequence (no optimizer step without gradients)")
         if cuda:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
