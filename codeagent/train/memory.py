@@ -13,13 +13,17 @@ Training phase:
   offload);
 - gather buffer: under ZeRO-3 / FSDP full sharding, the weights of the layers being used and
   prefetched, counted as 2 decoder layers;
-- activations: with gradient checkpointing, each layer's input kept (sequence x hidden x 2 bytes)
-  plus one layer's full activations during its recomputation (~34 x sequence x hidden bytes, the
-  usual figure for a transformer layer in 16 bits without the attention matrix, which SDPA/flash
-  attention never materialise) plus its MLP intermediate; without checkpointing, the full set for
-  every layer;
-- logits: batch x sequence x vocabulary, in 16 bits and again for their gradient, plus one row in
-  fp32 for the log-softmax (TRL computes it row by row);
+- activations (16-bit; counts per token, I = intermediate size, H = hidden size): with gradient
+  checkpointing, each layer's input kept (H x 2 bytes per layer) plus the layer being recomputed in the
+  backward: ~(11 I + 48 H) bytes, counted from what autograd saves (the MLP's gate, up, SiLU and product
+  outputs and the down projection's LoRA input cast back to 16 bits: 5 x 2I; fp32 RMSNorm inputs, each
+  LoRA input cast to fp32 and back, q/k/v, RoPE and attention outputs: ~40 H) plus the gradients flowing
+  through it; without checkpointing, that for every layer;
+- logits: none at full size. TRL's GRPOTrainer always patches a fused LM head in (trl add_fused_lm_head,
+  whatever the loss or entropy settings): only the scored (completion) positions go through the head, in
+  tiles of 4,096 tokens x 32,768 vocabulary entries (16 bits, one buffer, folded into fp32 running
+  log-sum-exp statistics), so the head holds one tile plus the scored hidden states (16 bits) and their
+  gradient (fp32). It peaks at another moment than the recomputed layer: a phase counts the larger;
 - vLLM (colocated): `vllm_gpu_memory_utilization` of the device, in both phases;
 - async GRPO (`rollout.asynchronous`): the copies of the policy the rollouts sample from while the trainer
   steps (train/versions.py: buffer_batches + 1, each the whole base + the LoRA weights in fp32), their KV
@@ -36,9 +40,16 @@ training process):
 - prefill: one layer's activations for every conversation's prompt at once (workers x prompt tokens x
   (4 x hidden + 3 x intermediate) x dtype bytes); the logits of the last position only.
 Total: the larger phase, plus overhead: 2 GiB (CUDA context, NCCL) + 10% (allocator fragmentation).
-Sequence = the first prompt (`--prompt-tokens`) + max_completion_length. It is an estimate: nothing
-here was measured on a GPU. bench/gpu_grpo_step.py measures the phases of one step on a GPU beside the
-terms that predict each (PHASE_TERMS), to calibrate them.
+Sequence = the first prompt (`--prompt-tokens`) + max_completion_length.
+What was measured: bench/gpu_grpo_step.py on one H100 80GB (2026-11-26, torch 2.11, transformers 5.24,
+trl 1.16, peft 0.21; bench/results/gpu_grpo_step_h100_run1.json): Qwen3-8B and Qwen2.5-Coder-7B, bf16,
+LoRA r64 on all 7 projections, checkpointing, one 16,384-token sequence per micro-step (2,048 prompt),
+phases load / old logprobs / forward+backward / optimizer step, peak torch.cuda.max_memory_allocated;
+the activation counts above were checked against it (every phase within 2%: tests/test_train_memory.py).
+The no-gradient logprobs pass peaks in an MLP: the layer's input, residual and normed input, the LoRA
+input in fp32, and four I-wide tensors at once: (8 I + 10 H) bytes per token, beside autocast's cached
+16-bit copies of the fp32 LoRA weights (trainable x 2 bytes, kept until the forward ends). Not measured:
+other models or shapes, batch > 1, ZeRO/FSDP layouts, vLLM, the generation phase, async GRPO, overhead.
 """
 
 from __future__ import annotations
@@ -70,6 +81,8 @@ KNOWN_SHAPES = {
                                              tie_word_embeddings=False),
 }
 KNOWN_SHAPES["Qwen/Qwen2.5-7B-Instruct"] = KNOWN_SHAPES["Qwen/Qwen2.5-Coder-7B-Instruct"]
+# TRL's fused LM head (trl/kernels/chunked_logprob.py): tokens x vocabulary entries per projection tile.
+FUSED_HEAD_TILE = (4096, 32768)
 STRATEGIES = ("single", "ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp-grad-op")
 
 
@@ -225,10 +238,12 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
     lora = master + trainable * 4 / layout.divisor("grads") + optimizer
     gather = 2 * shape.layer_parameters() * width if layout.divisor("weights") > 1 or layout.offload_params else 0
     checkpointing = t.get("gradient_checkpointing", t.get("activation_checkpointing", True))
-    one_layer = batch * sequence * (34 * shape.hidden + 3 * shape.intermediate * 2)
-    kept = batch * sequence * shape.hidden * 2 * shape.layers
+    tokens, scale = batch * sequence, width / 2  # the per-token counts are for 16-bit activations
+    one_layer = tokens * (11 * shape.intermediate + 48 * shape.hidden) * scale
+    kept = tokens * shape.hidden * width * shape.layers if checkpointing else 0
     activations = kept + one_layer if checkpointing else one_layer * shape.layers
-    logits = batch * sequence * shape.vocab * 2 * 2 + sequence * shape.vocab * 4
+    scored = batch * int(t.get("max_completion_length", 512))
+    logits = min(scored, FUSED_HEAD_TILE[0]) * FUSED_HEAD_TILE[1] * width + scored * shape.hidden * (width + 4)
     vllm = 0.0
     if not transformers_generation(recipe) and t.get("vllm_mode", "colocate") == "colocate":
         vllm = float(t.get("vllm_gpu_memory_utilization", 0.3)) * device_gib * GiB
@@ -237,8 +252,9 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
     # Finer terms, not summed again: what each measured phase of bench/gpu_grpo_step.py holds (PHASE_TERMS).
     detail = {"lora weights": master, "lora grads": trainable * 4 / layout.divisor("grads"),
               "optimizer state": optimizer,
-              "logprobs activations": batch * sequence * (4 * shape.hidden + 3 * shape.intermediate) * width,
-              "logits (forward)": batch * sequence * shape.vocab * 2 + sequence * shape.vocab * 4}
+              "logprobs activations": tokens * (8 * shape.intermediate + 10 * shape.hidden) * scale,
+              "autocast copies": trainable * width if width < 4 else 0.0,
+              "kept layer inputs": kept, "layer activations": activations - kept}
     generation: dict[str, float] = {}
     rows = max(1, recipe.rollout.workers)
     token_bytes = shape.layers * 2 * shape.kv_heads * shape.head_dim * width
@@ -272,21 +288,21 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
 
 
 # The terms that predict each phase of one GRPO step as bench/gpu_grpo_step.py measures it
-# (torch.cuda.max_memory_allocated, so without the overhead term): calibrate a term against the phases it is in.
-# The first step's forward+backward holds no optimizer state yet (made at the first optimizer step).
+# (torch.cuda.max_memory_allocated, so without the overhead term). "a|b": the larger of a and b, which peak at
+# different moments (a layer, or the fused LM head). The first step's forward+backward holds no optimizer state yet.
 PHASE_TERMS = {
     "load": ("weights", "lora weights"),
-    "logprobs": ("weights", "lora weights", "gather buffer", "logprobs activations", "logits (forward)"),
-    "forward+backward": ("weights", "lora weights", "lora grads", "gather buffer", "activations", "logits"),
+    "logprobs": ("weights", "lora weights", "gather buffer", "autocast copies", "logprobs activations|logits"),
+    "forward+backward": ("weights", "lora weights", "lora grads", "gather buffer", "kept layer inputs",
+                         "layer activations|logits"),
     "optimizer step": ("weights", "lora weights", "lora grads", "optimizer state"),
 }
 
 
 def phase_prediction(values: dict, phase: str) -> dict:
     """{"predicted_gib": the sum of the phase's terms, "predicted_terms": each term} for an `estimate` result."""
-    terms = {name: float(values[name]) for name in PHASE_TERMS[phase]}
+    terms = {name: max(float(values[part]) for part in name.split("|")) for name in PHASE_TERMS[phase]}
     return {"predicted_gib": sum(terms.values()), "predicted_terms": terms}
-
 
 ADVICE = {
     "logits": "lower trainer.per_device_train_batch_size (raise gradient_accumulation_steps to keep the batch) "
