@@ -7,12 +7,17 @@ On one H100 with no internet (torch, transformers, peft, accelerate there; the r
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
     PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 python3 bench/gpu_grpo_step.py --out $OUT
 
-(.whl/ is ignored by git: carry it to the GPU machine.) --models picks one, --budget bounds the seconds
-per model (phases stop early, saying so), --group and --sequence change the shape.
+(.whl/ is ignored by git: carry it to the GPU machine.) --models picks some, --budget bounds the seconds
+per model (phases stop early, saying so), --group and --sequence change the shape; or, several models
+and shapes in one invocation, repeat --run MODEL:GROUP:SEQUENCE[:BUDGET] (e.g. --run Qwen3-8B:2:32768
+--run Qwen3-32B:2:8192:240; results keyed "Qwen3-8B 2x32768"). First an unmeasured warm-up (the first
+model's architecture, tiny, on the device: CUDA context, cuBLAS, TRL's Triton kernels compiled), so the
+first measured model's tokens/s is not the one that pays for it (--no-warmup skips it).
 
 On CPU, in seconds (tests/test_gpu_script.py): python bench/gpu_grpo_step.py --tiny --out DIR
 
-For each model (Qwen3-8B, Qwen2.5-Coder-7B-Instruct: their config.json values in bench/data/model_configs/):
+For each model (Qwen3-8B, Qwen2.5-Coder-7B-Instruct by default; Qwen3-32B: their config.json values in
+bench/data/model_configs/):
 - load: the bf16 model built from its config with random weights on the device (no download, no
   tokenizer from the hub), wrapped by TRL's GRPOTrainer with the LoRA of train/grpo-qwen7b.yaml and
   gradient checkpointing, its TRL config made by codeagent's trl_args from that recipe;
@@ -43,7 +48,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = HERE / "data" / "model_configs"
-MODELS = {"Qwen3-8B": "Qwen3-8B.json", "Qwen2.5-Coder-7B": "Qwen2.5-Coder-7B-Instruct.json"}
+MODELS = {"Qwen3-8B": "Qwen3-8B.json", "Qwen2.5-Coder-7B": "Qwen2.5-Coder-7B-Instruct.json",
+          "Qwen3-32B": "Qwen3-32B.json"}
+DEFAULT_MODELS = ("Qwen3-8B", "Qwen2.5-Coder-7B")
 # --tiny: the same architectures scaled down, so that CPU runs the whole script in seconds.
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             head_dim=16, vocab_size=2048, bos_token_id=1, eos_token_id=2)
@@ -342,16 +349,53 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def shape_of(text: str, args) -> argparse.Namespace:
+    """One run: MODEL[:GROUP[:SEQUENCE[:BUDGET]]], the rest from the command line's defaults."""
+    model, *rest = text.split(":")
+    if model not in MODELS or len(rest) > 3:
+        raise SystemExit(f"bad run {text!r}: MODEL[:GROUP[:SEQUENCE[:BUDGET]]], MODEL one of {', '.join(MODELS)}")
+    group = int(rest[0]) if rest else args.group or (2 if args.tiny else 4)
+    sequence = int(rest[1]) if len(rest) > 1 else args.sequence or (512 if args.tiny else 16384)
+    budget = float(rest[2]) if len(rest) > 2 else args.budget
+    if group < 2:
+        raise SystemExit(f"bad run {text!r}: GRPO needs a group of at least 2 completions")
+    # One rollout's shape: a first prompt (system, tools, task), then turns of reply + tool output.
+    turn, observation = (32, 64) if args.tiny else (256, 768)
+    return argparse.Namespace(model=model, group=group, sequence=sequence, budget=budget, prompt_tokens=sequence // 8,
+                              turn=turn, observation=observation, tiny=args.tiny, device=args.device,
+                              device_gib=args.device_gib)
+
+
+def run_one(run, record: dict, save, log) -> None:
+    import torch
+
+    try:
+        run_model(run.model, run, record, save, log)
+    except Exception as error:
+        record["error"] = f"{type(error).__name__}: {str(error)[:500]}"
+        log(f"  FAILED {record['error']}")
+        log(traceback.format_exc()[-3000:])
+    finally:
+        gc.collect()
+        if run.device == "cuda":
+            torch.cuda.empty_cache()
+    save()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder for gpu_grpo_step.json and gpu_grpo_step.log")
     parser.add_argument("--tiny", action="store_true", help="scaled-down configs and 512-token sequences (CPU test)")
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--run", action="append", default=[], metavar="MODEL:GROUP:SEQUENCE[:BUDGET]",
+                        help="one model at one shape (repeatable, in order; replaces --models/--group/--sequence)")
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     parser.add_argument("--group", type=int, default=None, help="completions per group (default 4; --tiny 2)")
     parser.add_argument("--sequence", type=int, default=None, help="tokens per sequence (default 16384; --tiny 512)")
     parser.add_argument("--budget", type=float, default=150.0, help="seconds per model before phases stop early")
     parser.add_argument("--device-gib", type=float, default=80.0)
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="skip the unmeasured tiny run first (CUDA context, cuBLAS, TRL's Triton kernels)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -361,11 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     args.device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    args.group = args.group or (2 if args.tiny else 4)
-    args.sequence = args.sequence or (512 if args.tiny else 16384)
-    # One rollout's shape: a first prompt (system, tools, task), then turns of reply + tool output.
-    args.prompt_tokens = args.sequence // 8
-    args.turn, args.observation = (32, 64) if args.tiny else (256, 768)
+    runs = [shape_of(text, args) for text in args.run] or [
+        shape_of(name.strip(), args) for name in args.models.split(",") if name.strip()]
     results: dict = {"environment": environment(args.device), "tiny": args.tiny, "models": {}}
     path = out / "gpu_grpo_step.json"
 
@@ -376,21 +417,17 @@ def main(argv: list[str] | None = None) -> int:
 
     log("environment:", results["environment"])
     save()
-    for name in [n.strip() for n in args.models.split(",") if n.strip()]:
-        record: dict = {"phases": []}
-        results["models"][name] = record
-        log(f"{name}:")
-        try:
-            run_model(name, args, record, save, log)
-        except Exception as error:
-            record["error"] = f"{type(error).__name__}: {str(error)[:500]}"
-            log(f"  FAILED {record['error']}")
-            log(traceback.format_exc()[-3000:])
-        finally:
-            gc.collect()
-            if args.device == "cuda":
-                torch.cuda.empty_cache()
-        save()
+    if args.warmup:  # unmeasured: the first measured model would pay for compiling and initialising otherwise
+        warm = argparse.Namespace(**{**vars(runs[0]), "tiny": True, "group": 2, "sequence": 512, "budget": 120.0})
+        warm.prompt_tokens, warm.turn, warm.observation = 64, 32, 64
+        results["warmup"] = {"phases": []}
+        log(f"warm-up ({warm.model}, tiny):")
+        run_one(warm, results["warmup"], save, log)
+    for run in runs:
+        key = run.model if not args.run else f"{run.model} {run.group}x{run.sequence}"
+        results["models"][key] = record = {"phases": []}
+        log(f"{key}:")
+        run_one(run, record, save, log)
     text = table(results)
     log(text)
     failed = any(r.get("error") or any(p.get("error") for p in r.get("phases", [])) for r in results["models"].values())

@@ -83,3 +83,26 @@ def test_wheels_are_the_locked_versions():
         name, _, version = line.partition("==")
         assert lock[re.sub(r"[-_.]+", "-", name.lower())] == version, line
     assert "--no-deps --only-binary=:all: --python-version 3.12" in (ROOT / "bench" / "gpu_wheels.sh").read_text()
+
+
+def test_several_models_and_shapes_in_one_run_after_a_warm_up(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--out", str(out), "--run", "Qwen3-32B:2:256",
+                          "--run", "Qwen3-8B:2:384:100"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads((out / "gpu_grpo_step.json").read_text())
+    assert [phase["phase"] for phase in results["warmup"]["phases"]] == list(PHASE_TERMS)  # first, not measured
+    assert list(results["models"]) == ["Qwen3-32B 2x256", "Qwen3-8B 2x384"]
+    for key, (group, sequence) in zip(results["models"], [(2, 256), (2, 384)]):
+        record = results["models"][key]
+        assert "error" not in record and record["recipe"]["group"] == group
+        assert record["sequences"]["tokens_each"] == [sequence] * group
+        assert record["recipe"]["prompt_tokens"] == sequence // 8
+        assert all("error" not in phase for phase in record["phases"])
+    assert results["models"]["Qwen3-32B 2x256"]["estimate"]["parameters_b"] > 0
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--out", str(out), "--run", "Qwen9:1"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert bad.returncode != 0 and "MODEL[:GROUP[:SEQUENCE[:BUDGET]]]" in bad.stderr

@@ -225,8 +225,8 @@ def test_memory_estimate_is_hand_checkable(tmp_path):
     values = estimate(recipe, prompt_tokens=28)
     # per layer: q 64x64, k 64x32, v 64x32, o 64x64, gate/up 64x128, down 128x64 -> 36864; 2 layers + 1000x64 tied
     assert values["weights"] * GiB == pytest.approx((2 * 36864 + 64000) * 2)
-    # 2 x 128 tokens x 1000 in bf16, twice (logits and their gradient), plus one fp32 row
-    assert values["logits"] * GiB == pytest.approx(2 * 128 * 1000 * 2 * 2 + 128 * 1000 * 4)
+    # TRL's fused head: one bf16 tile of the 2 x 100 scored tokens x 32,768, their hidden states (bf16) and gradient (fp32)
+    assert values["logits"] * GiB == pytest.approx(200 * 32768 * 2 + 200 * 64 * (2 + 4))
     assert values["vllm"] == 0 and values["sequence"] == 128
 
 

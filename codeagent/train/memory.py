@@ -346,7 +346,8 @@ def report(values: dict) -> str:
         lines += [f"    {name:<21} {values[name]:8.1f} GiB" for name in names]
         lines.append(f"    {'subtotal':<21} {values['generation']:8.1f} GiB")
     lines.append(f"  {'total (peak)':<21} {values['total']:8.1f} GiB of {values['device']:.0f} GiB")
-    lines.append("  (an estimate from the model's shape, the recipe and its layout; not measured on a GPU)")
+    lines.append("  (an estimate from the model's shape, the recipe and its layout; its training phase checked on one "
+                 "H100 with 7B/8B models at 16k tokens on one device: the rest not measured on a GPU)")
     return "\n".join(lines)
 
 
