@@ -351,7 +351,9 @@ def test_the_8gpu_recipe_fits_under_zero3_and_is_refused_under_ddp_naming_shardi
     fits = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert fits.returncode == 0, fits.stderr
     assert "8 device(s), zero3" in fits.stdout and "of 80 GiB" in fits.stdout
-    ddp = subprocess.run([*base, "--accelerate-config", "train/accelerate/multi-gpu.yaml"], capture_output=True,
+    longer = [*base, "trainer.max_completion_length=57344"]  # ~70 GiB under ZeRO-3, ~85 GiB under DDP
+    assert subprocess.run(longer, capture_output=True, text=True, timeout=120).returncode == 0
+    ddp = subprocess.run([*longer, "--accelerate-config", "train/accelerate/multi-gpu.yaml"], capture_output=True,
                          text=True, timeout=120)
     assert ddp.returncode == 3 and "8 device(s), ddp" in ddp.stderr
     assert "weights (14.2 GiB): shard the model (ZeRO-3" in ddp.stderr and "Traceback" not in ddp.stderr

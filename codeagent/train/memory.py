@@ -15,10 +15,11 @@ Training phase:
   prefetched, counted as 2 decoder layers;
 - activations (16-bit; counts per token, I = intermediate size, H = hidden size): with gradient
   checkpointing, each layer's input kept (H x 2 bytes per layer) plus the layer being recomputed in the
-  backward: ~(11 I + 48 H) bytes, counted from what autograd saves (the MLP's gate, up, SiLU and product
-  outputs and the down projection's LoRA input cast back to 16 bits: 5 x 2I; fp32 RMSNorm inputs, each
-  LoRA input cast to fp32 and back, q/k/v, RoPE and attention outputs: ~40 H) plus the gradients flowing
-  through it; without checkpointing, that for every layer;
+  backward: ~(11 I + 38 H + 10 Q) bytes (Q = heads x head dim), counted from what autograd saves (the
+  MLP's gate, up, SiLU and product outputs and the down projection's LoRA input cast back to 16 bits:
+  5 x 2I; fp32 RMSNorm inputs, each LoRA input cast to fp32 and back: ~30 H; the query, its RoPE, the
+  attention output and its LoRA cast: ~10 Q) plus the gradients flowing through it; without
+  checkpointing, that for every layer;
 - logits: none at full size. TRL's GRPOTrainer always patches a fused LM head in (trl add_fused_lm_head,
   whatever the loss or entropy settings): only the scored (completion) positions go through the head, in
   tiles of 4,096 tokens x 32,768 vocabulary entries (16 bits, one buffer, folded into fp32 running
@@ -239,7 +240,7 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
     gather = 2 * shape.layer_parameters() * width if layout.divisor("weights") > 1 or layout.offload_params else 0
     checkpointing = t.get("gradient_checkpointing", t.get("activation_checkpointing", True))
     tokens, scale = batch * sequence, width / 2  # the per-token counts are for 16-bit activations
-    one_layer = tokens * (11 * shape.intermediate + 48 * shape.hidden) * scale
+    one_layer = tokens * (11 * shape.intermediate + 38 * shape.hidden + 10 * shape.heads * shape.head_dim) * scale
     kept = tokens * shape.hidden * width * shape.layers if checkpointing else 0
     activations = kept + one_layer if checkpointing else one_layer * shape.layers
     scored = batch * int(t.get("max_completion_length", 512))
