@@ -24,7 +24,8 @@ Training phase:
   whatever the loss or entropy settings): only the scored (completion) positions go through the head, in
   tiles of 4,096 tokens x 32,768 vocabulary entries (16 bits, one buffer, folded into fp32 running
   log-sum-exp statistics), so the head holds one tile plus the scored hidden states (16 bits) and their
-  gradient (fp32). It peaks at another moment than the recomputed layer: a phase counts the larger;
+  gradient (fp32). It peaks at another moment than the recomputed layer: a measured phase counts the
+  larger (PHASE_TERMS), the training total adds both (a margin of the head's size, ~0.5 GiB at 16k);
 - vLLM (colocated): `vllm_gpu_memory_utilization` of the device, in both phases;
 - async GRPO (`rollout.asynchronous`): the copies of the policy the rollouts sample from while the trainer
   steps (train/versions.py: buffer_batches + 1, each the whole base + the LoRA weights in fp32), their KV
