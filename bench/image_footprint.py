@@ -64,10 +64,22 @@ def run_side(args: argparse.Namespace) -> None:
     # threads: the renaming above is this process's; worker processes would not see it
     reports = grade_batch(tasks, gold, out / "gold", model_name="gold", executor=LocalExecutor(args.workers, threads=True))
     rows = [{"instance_id": report.get("instance_id"), "resolved": bool(report.get("resolved")),
+             "statuses": statuses(out / "gold" / "instances" / str(report.get("instance_id")), report),
              "outcome": report.get("outcome"), "images": report.get("images") or {},
              "layers_built": report.get("layers_built") or [], "image_seconds": report.get("image_seconds")}
             for report in reports]
     (out / "side.json").write_text(json.dumps({"prefix": args.prefix, "renamed": renamed, "instances": rows}, indent=1))
+
+
+def statuses(folder: Path, report: dict) -> dict[str, str]:
+    """Every test's status in the instance's whole test log (not only the graded lists)."""
+    from codeagent.harness.log_parsers import parse_log
+
+    log = folder / "test_output.txt"
+    if not log.is_file() or not report.get("log_parser"):
+        return {}
+    parsed = parse_log(report["log_parser"], log.read_text(errors="replace"))
+    return {name: str(getattr(status, "value", status)) for name, status in parsed.items()}
 
 
 # -- measuring -------------------------------------------------------------------------------------------
@@ -225,7 +237,13 @@ def main() -> None:
     if len(results) < 2:
         return
     before, after = results["before"], results["after"]
-    print(f"\nper instance: {before['per_instance'] / MB:.1f} MB -> {after['per_instance'] / MB:.1f} MB, "
+    sides = {name: {row["instance_id"]: row.get("statuses") for row in
+                    json.loads((out / name / "side.json").read_text())["instances"]} for name in ("before", "after")}
+    same = [i for i in sides["before"] if sides["before"][i] and sides["before"][i] == sides["after"].get(i)]
+    differ = [i for i in sides["before"] if i not in same]
+    print(f"\nevery test of the log with the same status before and after: {len(same)}/{len(sides['before'])}"
+          + (f" (differ or missing: {', '.join(differ)})" if differ else ""))
+    print(f"per instance: {before['per_instance'] / MB:.1f} MB -> {after['per_instance'] / MB:.1f} MB, "
           f"ratio before/after {before['per_instance'] / max(1, after['per_instance']):.2f}x; "
           f"largest env image above its base: {max(e['above_base'] for e in before['envs'].values()) / MB:.0f} -> "
           f"{max(e['above_base'] for e in after['envs'].values()) / MB:.0f} MB; "
