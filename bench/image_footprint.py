@@ -231,6 +231,15 @@ def main() -> None:
         side = json.loads((folder / "side.json").read_text())
         results[name] = measure(side)
         print("\n".join(report(f"{name} ({tree})", results[name])), flush=True)
+        groups: dict[str, list[dict]] = {}
+        for row in side["instances"]:
+            groups.setdefault(str(row["instance_id"]).rsplit("-", 1)[0], []).append(row)
+        for group, rows in groups.items() if len(groups) > 1 else ():
+            alone = measure({**side, "instances": rows})  # the repository graded alone: its images only
+            print(f"  {group:28s} alone: {alone['instances']:3d} instances, {alone['per_instance'] / MB:7.1f} MB per "
+                  f"instance ({alone['per_instance_above_base'] / MB:.1f} above the bases), largest env above its "
+                  f"base {max((e['above_base'] for e in alone['envs'].values()), default=0) / MB:.0f} MB, "
+                  f"gold {alone['gold']}/{alone['instances']}", flush=True)
         (folder / "figures.json").write_text(json.dumps(results[name], indent=1))
         if not args.keep:
             remove(side)
