@@ -159,7 +159,10 @@ def measure(side: dict) -> dict:
         shared = [tag for tag in below if tag in bases or any(
             other != env and is_prefix(images[tag]["layers"], images[other]["layers"]) for other in envs)]
         entry["above_base"] = entry["size"] - base
+        system = next((row["images"].get("system") for row in rows if row["images"].get("env") == env), None)
+        entry["layer"] = entry["size"] - (images[system]["size"] if system in images else base)  # the env layer alone
         entry["own"] = entry["size"] - max((images[tag]["size"] for tag in shared), default=0)
+        entry["leftovers"] = leftovers(env)
     instances = [row for row in rows if row["images"].get("instance") in images]
     instance_own = sorted(own[row["images"]["instance"]] for row in instances)
     return {"instances": len(rows), "measured": len(instances), "images": len(images), "total": total,
@@ -170,6 +173,21 @@ def measure(side: dict) -> dict:
             "not_resolved": [f"{row['instance_id']} ({row['outcome']})" for row in rows if not row["resolved"]]}
 
 
+# What only building needs, each cleanup's share of an environment image (after: gone)
+LEFTOVERS = {"apt cache": "/var/cache/apt", "apt lists": "/var/lib/apt/lists", "Debian docs": "/usr/share/doc",
+             "man/info pages": "/usr/share/man /usr/share/info", "pip cache": "/root/.cache/pip"}
+
+
+def leftovers(image: str) -> dict[str, int]:
+    """Bytes under each of LEFTOVERS' paths in `image` (du in a throwaway container, no network)."""
+    script = "; ".join(f"echo {i} $(du -sxbc {paths} 2>/dev/null | tail -1 | cut -f1)"
+                       for i, paths in enumerate(LEFTOVERS.values()))
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", script],
+                          capture_output=True, text=True)
+    sizes = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) == 2)
+    return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(LEFTOVERS)}
+
+
 def report(name: str, figures: dict) -> list[str]:
     lines = [f"## {name}: {figures['instances']} instances, {figures['images']} images, "
              f"gold resolves {figures['gold']}/{figures['instances']}",
@@ -178,10 +196,13 @@ def report(name: str, figures: dict) -> list[str]:
              f"  per instance:                  {figures['per_instance'] / MB:9.1f} MB  "
              f"({figures['per_instance_above_base'] / MB:.1f} MB above the bases)",
              f"  instance layer, median:        {figures['instance_layer_median'] / MB:9.1f} MB",
-             "  env images (instances): full size / above the base / its own"]
+             "  env images (instances): full size / above the suite base / its own in this batch / the env layer alone"]
     for env, entry in sorted(figures["envs"].items()):
         lines.append(f"    {env:44s} ({entry['instances']:2d})  {entry['size'] / MB:7.1f} / {entry['above_base'] / MB:7.1f}"
-                     f" / {entry['own'] / MB:7.1f} MB")
+                     f" / {entry['own'] / MB:7.1f} / {entry['layer'] / MB:7.1f} MB")
+    for env, entry in sorted(figures["envs"].items()):
+        sizes = entry.get("leftovers") or {}
+        lines.append(f"    {env}: " + ", ".join(f"{what} {size / MB:.1f} MB" for what, size in sizes.items()))
     if figures["not_resolved"]:
         lines.append("  gold NOT resolved: " + ", ".join(figures["not_resolved"]))
     return lines
@@ -255,7 +276,9 @@ def main() -> None:
     print(f"per instance: {before['per_instance'] / MB:.1f} MB -> {after['per_instance'] / MB:.1f} MB, "
           f"ratio before/after {before['per_instance'] / max(1, after['per_instance']):.2f}x; "
           f"largest env image above its base: {max(e['above_base'] for e in before['envs'].values()) / MB:.0f} -> "
-          f"{max(e['above_base'] for e in after['envs'].values()) / MB:.0f} MB; "
+          f"{max(e['above_base'] for e in after['envs'].values()) / MB:.0f} MB; largest env layer alone: "
+          f"{max(e['layer'] for e in before['envs'].values()) / MB:.0f} -> "
+          f"{max(e['layer'] for e in after['envs'].values()) / MB:.0f} MB; "
           f"gold {before['gold']}/{before['instances']} -> {after['gold']}/{after['instances']}")
 
 
