@@ -116,11 +116,12 @@ def test_a_python_no_suite_has_is_fetched_when_downloads_are_allowed_else_the_fa
     # uv has no 3.6: the nearest download, still a recorded fallback.
     django = spec_for(task(rows, "django__django-11099"))
     assert (django.python_requested, django.python_used, django.fallback) == ("3.6", "3.7", True)
-    from codeagent.harness.environment import _env_layer
+    from codeagent.harness.environment import _env_layer, _system_layers
     from codeagent.sandbox.workspace import RepoSnapshot
 
-    script = _env_layer(online, "base", RepoSnapshot(Path("/nonexistent"), "0" * 40, "0" * 40, "")).script
-    assert "uv python install 3.10" in script and "uv venv --seed --python 3.10 /opt/env" in script
+    system = _system_layers(online, "base")[-1]  # the Python is fetched once in a system layer, shared by its envs
+    script = _env_layer(online, system.tag, RepoSnapshot(Path("/nonexistent"), "0" * 40, "0" * 40, "")).script
+    assert "uv python install 3.10" in system.script and "uv venv --seed --python 3.10 /opt/env" in script
     assert "python3 -m venv /opt/env" not in script
 
 
@@ -421,6 +422,49 @@ def test_pylint_setup_py_trees_install_in_legacy_editable_mode(rows):
         spec = spec_for(Task(repo="https://github.com/pylint-dev/pylint", problem_statement="", instance_id="p-1",
                              base_commit="0" * 40, version=version))
         assert "wheel" in spec.pip_packages and spec.install == ["python -m pip install -e ."], version
+
+
+def test_environments_share_system_layers_per_suite_and_leave_build_caches_out(rows):
+    """issue 27: Debian's packages go in layers of their own, keyed by the suite and the packages only,
+    most shared first: every repository and version on a suite stands on the same first one (a node
+    holds it once), a repository's own packages (matplotlib's TeX) come above it; apt's cache and
+    lists, Debian's docs and pip's cache are removed in the layer that makes them; the pip the
+    instance installs with is the env layer's, not a copy in every instance layer."""
+    from codeagent.harness.environment import (
+        APT_CLEAN,
+        PIP_CACHE_CLEAN,
+        PIP_FOR_INSTALL,
+        _env_layer,
+        _instance_layer,
+        _system_layers,
+    )
+    from codeagent.sandbox.workspace import RepoSnapshot
+
+    first: dict[str, set[str]] = {}
+    repos_above: dict[str, set[str]] = {}
+    for row in rows.values():
+        spec = spec_for(Task.from_swebench(row), downloads=False)
+        layers = _system_layers(spec, f"codeagent/base:{spec.suite}")
+        assert all(APT_CLEAN in layer.script for layer in layers) and "build-essential" in layers[0].script
+        assert [layer.parent for layer in layers[1:]] == [layer.tag for layer in layers[:-1]]
+        first.setdefault(spec.suite, set()).add(layers[0].tag)
+        for layer in layers[1:]:
+            repos_above.setdefault(spec.repo, set()).add(layer.tag)
+    assert {suite: len(tags) for suite, tags in first.items()} == {"bullseye": 1, "bookworm": 1}
+    assert len(repos_above["matplotlib/matplotlib"]) == 2  # its TeX and ffmpeg above it, one layer per suite
+
+    requests = spec_for(task(rows, "psf__requests-2317"), downloads=False)
+    flask = spec_for(task(rows, "pallets__flask-4045"), downloads=False)
+    assert requests.repo != flask.repo and requests.suite == flask.suite == "bullseye"
+    system = _system_layers(requests, "b")
+    assert len(system) == 1 and [layer.tag for layer in _system_layers(flask, "b")] == [system[0].tag]
+    source = RepoSnapshot(Path("/nonexistent"), "0" * 40, "0" * 40, "")
+    env = _env_layer(requests, system[0].tag, source)
+    assert env.parent == system[0].tag and "apt-get" not in env.script
+    steps = env.script.splitlines()
+    assert steps[-2:] == [PIP_FOR_INSTALL, PIP_CACHE_CLEAN] and steps.index(PIP_FOR_INSTALL) > steps.index("pip install pytest")
+    instance = _instance_layer(requests, env, source).script.splitlines()
+    assert PIP_FOR_INSTALL in instance and instance[-1] == PIP_CACHE_CLEAN
 
 
 @pytest.mark.parametrize("repo", ["django/django", "matplotlib/matplotlib", "scikit-learn/scikit-learn"])

@@ -126,7 +126,8 @@ class BuiltImages(_Built):
     def grading(self, log_dir: Path | None = None, phase: Phase | None = None) -> Grading:
         images = self.images(log_dir, phase)
         facts = {"image": images.instance, **self.facts(),
-                 "images": {"base": images.base, "env": images.env, "instance": images.instance},
+                 "images": {"base": images.base, "system": images.system, "env": images.env,
+                            "instance": images.instance},
                  "layers_built": images.built, "image_seconds": round(images.seconds, 2)}
         return Grading(images.instance, self.plan(network=True), services=self.services, facts=facts)
 

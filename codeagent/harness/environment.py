@@ -1,5 +1,12 @@
-"""A task's images: base (per Debian suite) -> env (system and Python packages) -> instance (the
-repository at its base commit, installed). Tags come from the spec's content keys: cached."""
+"""A task's images: base (per Debian suite) -> system (Debian packages, a downloaded Python) -> env
+(the virtualenv and Python packages) -> instance (the repository at its base commit, installed).
+Tags come from the content of each layer: cached.
+
+The layers go from the most shared to the least, so a node holds each shared one once (issue 27):
+the system layer depends only on the suite and the package list, which nearly every repository and
+version shares; the env layer on the Python packages; the instance layer on the repository. What
+only building needs is left out of the layer that makes it: apt's package cache and lists, pip's
+cache, Debian's docs and man pages."""
 
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ CONSTRAINTS_FILE = "/opt/codeagent-constraints.txt"
 # build environment, where pip cannot be imported: the editable installs of older repositories
 # fail. The constraint also reaches those isolated builds (pip hands PIP_CONSTRAINT down).
 BUILD_CONSTRAINTS = "setuptools<80\n"
+SYSTEM_IMAGE = "codeagent/system"
 ENV_IMAGE = "codeagent/env"
 INSTANCE_IMAGE = "codeagent/instance"
 
@@ -32,6 +40,7 @@ INSTANCE_IMAGE = "codeagent/instance"
 @dataclass
 class TaskImages:
     base: str
+    system: str
     env: str
     instance: str
     built: list[str]  # the layers this call had to build
@@ -51,13 +60,18 @@ def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None,
     phase("cloning the repository")
     source = snapshot(task.repo, task.base_commit)
     phase("building the environment")
-    env_layer = _env_layer(spec, base, source)
+    system = base
+    for number, layer in enumerate(_system_layers(spec, base), 1):
+        if build_layer(layer, log_dir / f"system{number}_build.log" if log_dir else None).built:
+            built.append(layer.tag)
+        system = layer.tag
+    env_layer = _env_layer(spec, system, source)
     if build_layer(env_layer, log_dir / "env_build.log" if log_dir else None).built:
         built.append(env_layer.tag)
     instance_layer = _instance_layer(spec, env_layer, source)
     if build_layer(instance_layer, log_dir / "instance_build.log" if log_dir else None).built:
         built.append(instance_layer.tag)
-    return TaskImages(base, env_layer.tag, instance_layer.tag, built, time.monotonic() - started)
+    return TaskImages(base, system, env_layer.tag, instance_layer.tag, built, time.monotonic() - started)
 
 
 def base_image(suite: str | None) -> str:
@@ -84,21 +98,51 @@ def layer_tag(image: str, parent: str, script: str, env: dict[str, str], files: 
     return f"{image}:{digest.hexdigest()[:24]}"
 
 
-def _env_layer(spec: ResolvedSpec, base: str, source: RepoSnapshot) -> Layer:
-    packages = sorted(set(spec.system_packages) | set(spec.python_debian_packages))
-    steps = []
-    if packages:
-        steps.append("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
-                     f"apt-get install -y -qq --no-install-recommends {' '.join(map(shlex.quote, packages))}; "
-                     "rm -rf /var/lib/apt/lists/*")
+# Debian's docs, man and info pages: no test reads them. Left in the layers they would fill, with
+# apt's downloaded packages and lists, a third of the system layer.
+APT_CLEAN = ("apt-get clean; rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin "
+             "/usr/share/doc/* /usr/share/man/* /usr/share/info/*")
+# pip's cache: what pip downloaded and built, kept for a next install there will not be
+PIP_CACHE_CLEAN = "rm -rf /root/.cache/pip"
+# The pip the instance layer installs the repository with (see _instance_layer); the env layer
+# installs it last, so instance layers share it instead of each holding a copy.
+PIP_FOR_INSTALL = "python -m pip install -q 'pip>=21.3,<25.3'"
+
+
+def _system_layers(spec: ResolvedSpec, base: str) -> list[Layer]:
+    """What the environment needs from Debian, most shared first: the packages every repository asks
+    for (_common.yaml's) with the Python's own; a Python no suite has (fetched by uv); the packages
+    the repository adds. Keyed by their content only: environments on the same suite share them."""
+    from .specs import load_library
+
+    wanted = set(spec.system_packages) | set(spec.python_debian_packages)
+    common = wanted & (set(load_library().common.system_packages or []) | set(spec.python_debian_packages))
+    steps = [_apt_install(sorted(common))] if common else []
     if spec.python_download:  # a Python no suite has: fetched by uv (specs.downloads_allowed)
         mirror = os.environ.get("UV_PYTHON_INSTALL_MIRROR", "")
         fetch = f"UV_PYTHON_INSTALL_MIRROR={shlex.quote(mirror)} " if mirror else ""
-        steps += ["python3 -m venv /opt/uv && /opt/uv/bin/pip install -q uv",
-                  f"{fetch}/opt/uv/bin/uv python install {shlex.quote(spec.python_used)}",
-                  f"/opt/uv/bin/uv venv --seed --python {shlex.quote(spec.python_used)} {ENV_PREFIX}"]
+        steps.append(f"python3 -m venv /opt/uv && /opt/uv/bin/pip install -q --no-cache-dir uv\n"
+                     f"{fetch}/opt/uv/bin/uv python install {shlex.quote(spec.python_used)}\nrm -rf /root/.cache/uv")
+    if wanted - common:
+        steps.append(_apt_install(sorted(wanted - common)))
+    layers: list[Layer] = []
+    for script in steps:
+        parent = layers[-1].tag if layers else base
+        layers.append(Layer(tag=layer_tag(SYSTEM_IMAGE, parent, script, {}, {}, None), parent=parent, script=script))
+    return layers
+
+
+def _apt_install(packages: list[str]) -> str:
+    return ("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
+            f"apt-get install -y -qq --no-install-recommends {' '.join(map(shlex.quote, packages))}; " + APT_CLEAN)
+
+
+def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot) -> Layer:
+    """The virtualenv and the spec's Python packages, on `parent` (the system layer)."""
+    if spec.python_download:
+        steps = [f"/opt/uv/bin/uv venv --seed --python {shlex.quote(spec.python_used)} {ENV_PREFIX}"]
     else:
-        steps.append(f"python3 -m venv {ENV_PREFIX}")  # the suite's python3, with its own pip (not upgraded)
+        steps = [f"python3 -m venv {ENV_PREFIX}"]  # the suite's python3, with its own pip (not upgraded)
     files = {CONSTRAINTS_FILE: BUILD_CONSTRAINTS.encode()}
     requirements = requirements_text(spec, _reader(source, spec.requirements_commit)) if spec.requirements else None
     if requirements:
@@ -106,8 +150,9 @@ def _env_layer(spec: ResolvedSpec, base: str, source: RepoSnapshot) -> Layer:
         steps.append(f"pip install -r {REQUIREMENTS_FILE}")
     if spec.pip_packages:
         steps.append(f"pip install {' '.join(map(shlex.quote, spec.pip_packages))}")
+    steps += [PIP_FOR_INSTALL, PIP_CACHE_CLEAN]
     script, env = "\n".join(steps), image_env(spec)
-    return Layer(tag=layer_tag(ENV_IMAGE, base, script, env, files, None), parent=base, script=script,
+    return Layer(tag=layer_tag(ENV_IMAGE, parent, script, env, files, None), parent=parent, script=script,
                  env=env, files=files)
 
 
@@ -122,13 +167,13 @@ def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) 
     pretend = [f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(version)}"] if version else []
     # Editable installs of pyproject-only projects need pip >= 21.3 (PEP 660); older releases of
     # bullseye's pip refuse them. Below 25.3, which dropped options old specs use (--no-use-pep517).
-    steps = ["cd /testbed", *pretend, "python -m pip install -q 'pip>=21.3,<25.3'", *spec.pre_install, *spec.install,
+    steps = ["cd /testbed", *pretend, PIP_FOR_INSTALL, *spec.pre_install, *spec.install,
              # whatever the install made (egg-info, compiled extensions) never shows in a diff
              "git ls-files --others --exclude-standard >> .git/info/exclude",
              # the environment's own edits of tracked files (a pre_install `sed` on tox.ini, setup.py) are
              # part of the base, as the official images commit them: the agent's diff never carries them
              # (a patch that did would fail to apply on the environment as built, issue 28)
-             ENVIRONMENT_COMMIT]
+             ENVIRONMENT_COMMIT, PIP_CACHE_CLEAN]
     script = "\n".join(steps)
     return Layer(tag=layer_tag(INSTANCE_IMAGE, env_layer.tag, script, env_layer.env, {}, source),
                  parent=env_layer.tag, script=script, env=env_layer.env, tree=source)

@@ -27,8 +27,9 @@ spec_overrides (a task's own install config), spec_requirements (requirement fil
 
 How an image builder uses a resolved spec (the order matters):
 
-    env image:      apt-get install system_packages (+ the Python's debian_packages when
-                    bootstrapped); then, if `requirements`, the first of those files that exists in
+    system layers:  apt-get install system_packages (+ the Python's debian_packages when
+                    bootstrapped), the common ones first, a repository's own above (environment.py)
+    env image:      if `requirements`, the first of those files that exists in
                     the repository at `requirements_commit`, cleaned (`clean_requirements`), with
                     `pip install -r`; then `pip install` pip_packages in one command (pins win);
                     image ENV = env
