@@ -40,10 +40,10 @@ def test_mined_task_is_validated_and_graded_by_eval(tmp_path, env):
     repos = tmp_path / "repos" / "synthetic"
     repos.mkdir(parents=True)
     os.symlink(repo, repos / "calc")
-    for flag, resolved in (("--gold", True), ("--empty", False)):
-        graded = tmp_path / f"graded{flag}"
+    for flag, resolved, where in (("--gold", True, []), ("--empty", False, ["--repos", str(tmp_path / "repos")])):
+        graded = tmp_path / f"graded{flag}"  # --gold: at the repository of the row's provenance
         proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(output), flag,
-                               "--repos", str(tmp_path / "repos"), "--output", str(graded)],
+                               *where, "--output", str(graded)],
                               capture_output=True, text=True, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         [report] = [json.loads(path.read_text()) for path in graded.glob("instances/*/report.json")]

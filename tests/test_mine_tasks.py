@@ -237,3 +237,29 @@ def test_without_docker_the_run_stops_and_records_no_candidate_as_skipped(repo, 
     state = MiningState(output)
     fix = _commit(repo, "Fix add()").sha
     assert not state.done(fix) and len(state.records) == 8  # the others are skipped for what they are
+
+
+def test_eval_finds_a_mined_task_at_its_provenance_without_repos(repo, tmp_path):
+    import click
+
+    from codeagent.evals.tasks import eval_tasks
+
+    task = _prepare(repo, "Fix add()")
+    validation = Validation(["tests/test_calc.py::test_add"], [], [], [], {})
+    item = row(task, task.extra["commit"], repo.source, validation)
+    assert item["provenance"]["repository"] == repo.source and repo.source.startswith("/")
+    path = tmp_path / "tasks.jsonl"
+    url = {**item, "instance_id": "u-1", "patch": "other", "provenance": {"repository": "https://example.org/a/b.git"}}
+    plain = {key: value for key, value in {**item, "instance_id": "p-1"}.items() if key != "provenance"}
+    path.write_text("".join(json.dumps(one) + "\n" for one in (item, url, plain)))
+    found = {one.instance_id: one.repo for one in eval_tasks(str(path), None, None, None, None, None)}
+    assert found == {task.instance_id: repo.source, "u-1": "https://example.org/a/b.git",
+                     "p-1": "https://github.com/synthetic/calc.git"}
+    gone = {**item, "provenance": {"repository": str(tmp_path / "moved")}}
+    path.write_text(json.dumps(gone) + "\n")
+    with pytest.raises(click.ClickException, match=r"moved \(provenance.repository\), is not here: give --repos"):
+        eval_tasks(str(path), None, None, None, None, None)
+    (tmp_path / "mirrors" / "synthetic").mkdir(parents=True)
+    (tmp_path / "mirrors" / "synthetic" / "calc").symlink_to(repo.source)
+    [by_repos] = eval_tasks(str(path), None, None, None, None, str(tmp_path / "mirrors"))
+    assert by_repos.repo == str(tmp_path / "mirrors" / "synthetic" / "calc")  # --repos still wins

@@ -1,5 +1,6 @@
 """The tasks of `eval grade|run`: the data set's selection (codeagent.data), marked for the images
-they run in, refused if two would share an output folder, and pointed at --repos mirrors."""
+they run in, refused if two would share an output folder, and pointed at --repos mirrors (a mined task
+without --repos: at the repository it was mined from, its provenance.repository)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,35 @@ def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None,
         check_distinct_folders(task.instance_id for task in tasks)
     except ValueError as error:
         raise DatasetError(str(error)) from None
-    if repos:
-        located = []
-        for task in tasks:
-            if pulled(task):  # its repository is in its image
-                located.append(task)
-                continue
+    located = []
+    for task in tasks:
+        if pulled(task):  # its repository is in its image
+            located.append(task)
+        elif repos:
             name = task.extra.get("swebench_repo") or ""
             path = repo_under(repos, name, task.instance_id)
             if not path.exists():
                 raise click.ClickException(f"{task.instance_id}: no repository {name} under {repos} "
                                            f"(expected {path}, a git repository or mirror)")
             located.append(task.model_copy(update={"repo": str(path)}))
-        tasks = located
-    return tasks
+        else:
+            located.append(_at_provenance(task))
+    return located
+
+
+def _at_provenance(task):
+    """A mined task at the repository its row says it was mined from (a local path or a URL); any other
+    task as it is (its GitHub URL)."""
+    from pathlib import Path
+
+    provenance = task.extra.get("provenance")
+    source = provenance.get("repository") if isinstance(provenance, dict) else None
+    if not isinstance(source, str) or not source:
+        return task
+    if "://" not in source and not source.startswith("git@"):
+        if not Path(source).expanduser().exists():
+            raise click.ClickException(f"{task.instance_id}: the repository it was mined from, {source} "
+                                       f"(provenance.repository), is not here: give --repos DIR with DIR/"
+                                       f"{task.extra.get('swebench_repo') or 'owner/name'} a clone or mirror of it")
+        source = str(Path(source).expanduser())
+    return task.model_copy(update={"repo": source})

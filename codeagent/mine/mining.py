@@ -59,6 +59,8 @@ def open_repository(source: str, name: str | None = None) -> Repository:
 
     git_dir = snapshot(source).git_dir
     name = name or _name_of(source, git_dir)
+    if Path(source).expanduser().exists():  # the rows' provenance: where `eval grade` finds it again
+        source = str(Path(source).expanduser().resolve())
     if not is_repo_name(name):
         raise ValueError(f"{name!r} is not owner/name: give the repository's name with --name OWNER/NAME")
     return Repository(git_dir, name, source)
