@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -29,6 +28,10 @@ def tasks_group() -> None:
 @click.option("--ref", default="HEAD", show_default=True, help="The branch or commit whose history is walked.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Candidates validated at once (threads; each runs its own containers).")
+@click.option("--executor", "executor_kind", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: --workers threads here; ray: one Ray task per candidate on a cluster's nodes "
+                   "(each node's own Docker engine; the logs come back here).")
+@click.option("--ray-address", help="The Ray cluster (host:port, ray://..., auto); default: a new one-node Ray here.")
 @click.option("--reruns", type=click.IntRange(min=1), default=3, show_default=True,
               help="Runs of each side (base, gold); a test whose result changes between them is dropped.")
 @click.option("--after", help="Decontamination: only commits made after this date.")
@@ -42,23 +45,24 @@ def tasks_group() -> None:
               help="Skip commits whose diff is larger.")
 @click.option("--issues", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A JSON object of issue number -> text, added to the statement of the commits that reference them.")
-def mine_command(repo, output, name, since, until, max_commits, ref, workers, reruns, after, exclude, split_date,
-                 max_files, max_patch_bytes, issues) -> None:
+def mine_command(repo, output, name, since, until, max_commits, ref, workers, executor_kind, ray_address, reruns, after,
+                 exclude, split_date, max_files, max_patch_bytes, issues) -> None:
     """Mine validated tasks from REPO's history (a local path, a mirror or a URL): first-parent commits that
     change code and tests, each run on its base and with its fix through the eval harness (Docker)."""
+    from ..executors.ray_executor import RayUnavailable
     from ..mine.candidates import Limits
     from ..mine.mining import Options, mine, open_repository, rejects_path
+    from ..mine.progress import MiningProgress
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    with _user_errors(ValueError):
+    with _user_errors(ValueError, RayUnavailable):
         repository = open_repository(repo, name)
         texts = {str(key): str(value) for key, value in json.loads(issues.read_text()).items()} if issues else {}
         options = Options(since=since, until=until, max_commits=max_commits, after=after, exclude=exclude,
                           split_date=split_date, workers=workers, reruns=reruns, ref=ref, issues=texts,
-                          limits=Limits(max_patch_bytes=max_patch_bytes, max_files=max_files))
-        summary = mine(repository, output, options, say)
+                          limits=Limits(max_patch_bytes=max_patch_bytes, max_files=max_files),
+                          executor=executor_kind, ray_address=ray_address)
+        with MiningProgress() as progress:
+            summary = mine(repository, output, options, progress)
     reasons = ", ".join(f"{reason}: {count}" for reason, count in summary.skipped.most_common())
     click.echo(f"{repository.name}: {summary.commits} commits, {summary.candidates} candidates validated, "
                f"{summary.kept} kept, {summary.errors} broke ({summary.resumed} commits done before), {summary.written} tasks in {output} "
