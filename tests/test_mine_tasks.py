@@ -263,3 +263,40 @@ def test_eval_finds_a_mined_task_at_its_provenance_without_repos(repo, tmp_path)
     (tmp_path / "mirrors" / "synthetic" / "calc").symlink_to(repo.source)
     [by_repos] = eval_tasks(str(path), None, None, None, None, str(tmp_path / "mirrors"))
     assert by_repos.repo == str(tmp_path / "mirrors" / "synthetic" / "calc")  # --repos still wins
+
+
+def test_a_spec_repository_reads_its_requirements_at_the_last_commit_of_the_version(tmp_path):
+    root = history_repo(tmp_path)
+    (root / "src" / "flask").mkdir(parents=True)
+    (root / "requirements").mkdir()
+
+    def commit(subject: str, files: dict[str, str]) -> str:
+        for name, text in files.items():
+            (root / name).write_text(text)
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", subject)
+        return git(root, "rev-parse", "HEAD").strip()
+
+    def change(subject: str) -> str:
+        return commit(subject, {"calc.py": f"# {subject}\n" + (root / "calc.py").read_text(),
+                                "tests/test_calc.py": f"# {subject}\n" + (root / "tests" / "test_calc.py").read_text()})
+
+    base = commit("2.3", {"src/flask/__init__.py": '__version__ = "2.3.0.dev"\n',
+                          "requirements/dev.txt": "git+https://github.com/sphinx-doc/sphinx.git@96dbe5e3\n"})
+    change("fix at 2.3")
+    commit("requirements from PyPI", {"requirements/dev.txt": "sphinx==4.0.2\n"})
+    last_23 = commit("release 2.3.1", {"src/flask/__init__.py": '__version__ = "2.3.1"\n'})
+    commit("3.0", {"src/flask/__init__.py": '__version__ = "3.0.0.dev"\n'})
+    change("fix at 3.0")
+    tip = change("another fix at 3.0")
+    flask = Repository(root / ".git", "pallets/flask", str(root))
+    newest, at_30, _, _, _, at_23 = history(flask.git_dir, max_commits=6)
+    old = task_for(flask, candidate(flask.git_dir, at_23))
+    assert old.base_commit == base and old.environment_setup_commit == last_23
+    spec = spec_for(old)
+    assert spec.requirements == ["requirements/dev.txt"] and spec.requirements_commit == last_23
+    assert git(root, "show", f"{spec.requirements_commit}:requirements/dev.txt") == "sphinx==4.0.2\n"
+    assert {task_for(flask, candidate(flask.git_dir, c)).environment_setup_commit for c in (newest, at_30)} == {tip}
+    assert task_for(flask, candidate(flask.git_dir, at_23), ref=last_23).environment_setup_commit == last_23
+    item = row(old, at_23.sha, flask.source, Validation(["t"], [], [], [], {}))
+    assert item["environment_setup_commit"] == last_23  # the row carries it: graded in the same environment

@@ -89,7 +89,7 @@ def prepare(repo: Repository, commit: Commit, options: Options, shallow: frozens
     digest = normalized_digest(found.gold_patch)
     if digest in seen:
         raise Skip("duplicate: the same change is already a task")
-    task = task_for(repo, found)
+    task = task_for(repo, found, options.ref)
     if exclusions is not None and exclusions.match(repo.name, task.instance_id, task.base_commit, task.gold_patch):
         raise Skip("excluded: an instance of a named benchmark")
     text = statement(commit.message, options.issues)
