@@ -239,10 +239,12 @@ def test_without_docker_the_run_stops_and_records_no_candidate_as_skipped(repo, 
     assert not state.done(fix) and len(state.records) == 8  # the others are skipped for what they are
 
 
-def test_eval_finds_a_mined_task_at_its_provenance_without_repos(repo, tmp_path):
-    import click
-
+def test_eval_and_train_find_a_mined_task_at_its_provenance_without_repos(repo, tmp_path):
+    from codeagent.data import DatasetError
     from codeagent.evals.tasks import eval_tasks
+    from codeagent.train import TrainError
+    from codeagent.train.data import rl_tasks
+    from codeagent.train.recipe import DataSection
 
     task = _prepare(repo, "Fix add()")
     validation = Validation(["tests/test_calc.py::test_add"], [], [], [], {})
@@ -255,14 +257,19 @@ def test_eval_finds_a_mined_task_at_its_provenance_without_repos(repo, tmp_path)
     found = {one.instance_id: one.repo for one in eval_tasks(str(path), None, None, None, None, None)}
     assert found == {task.instance_id: repo.source, "u-1": "https://example.org/a/b.git",
                      "p-1": "https://github.com/synthetic/calc.git"}
+    assert {one.instance_id: one.repo for one in rl_tasks(DataSection(tasks=str(path)))} == found  # GRPO's tasks
     gone = {**item, "provenance": {"repository": str(tmp_path / "moved")}}
     path.write_text(json.dumps(gone) + "\n")
-    with pytest.raises(click.ClickException, match=r"moved \(provenance.repository\), is not here: give --repos"):
+    with pytest.raises(DatasetError, match=r"moved \(provenance.repository\), is not here: give a folder of mirrors"):
         eval_tasks(str(path), None, None, None, None, None)
     (tmp_path / "mirrors" / "synthetic").mkdir(parents=True)
     (tmp_path / "mirrors" / "synthetic" / "calc").symlink_to(repo.source)
+    with pytest.raises(TrainError, match="is not here"):
+        rl_tasks(DataSection(tasks=str(path)))
     [by_repos] = eval_tasks(str(path), None, None, None, None, str(tmp_path / "mirrors"))
     assert by_repos.repo == str(tmp_path / "mirrors" / "synthetic" / "calc")  # --repos still wins
+    [by_repos] = rl_tasks(DataSection(tasks=str(path), repos=str(tmp_path / "mirrors")))
+    assert by_repos.repo == str(tmp_path / "mirrors" / "synthetic" / "calc")
 
 
 def test_a_spec_repository_reads_its_requirements_at_the_last_commit_of_the_version(tmp_path):

@@ -10,6 +10,7 @@ import click
 def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, images=None):
     from ..data import DatasetError, load_tasks
     from ..data.ids import check_distinct_folders
+    from ..data.provenance import at_provenance
     from ..data.swebench import repo_under
     from ..harness.env_images import pulled
     from ..harness.prebuilt import mark
@@ -36,23 +37,6 @@ def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None,
                                            f"(expected {path}, a git repository or mirror)")
             located.append(task.model_copy(update={"repo": str(path)}))
         else:
-            located.append(_at_provenance(task))
+            located.append(at_provenance(task))
     return located
 
-
-def _at_provenance(task):
-    """A mined task at the repository its row says it was mined from (a local path or a URL); any other
-    task as it is (its GitHub URL)."""
-    from pathlib import Path
-
-    provenance = task.extra.get("provenance")
-    source = provenance.get("repository") if isinstance(provenance, dict) else None
-    if not isinstance(source, str) or not source:
-        return task
-    if "://" not in source and not source.startswith("git@"):
-        if not Path(source).expanduser().exists():
-            raise click.ClickException(f"{task.instance_id}: the repository it was mined from, {source} "
-                                       f"(provenance.repository), is not here: give --repos DIR with DIR/"
-                                       f"{task.extra.get('swebench_repo') or 'owner/name'} a clone or mirror of it")
-        source = str(Path(source).expanduser())
-    return task.model_copy(update={"repo": source})
