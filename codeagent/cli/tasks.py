@@ -67,3 +67,29 @@ def mine_command(repo, output, name, since, until, max_commits, ref, workers, ex
     click.echo(f"{repository.name}: {summary.commits} commits, {summary.candidates} candidates validated, "
                f"{summary.kept} kept, {summary.errors} broke ({summary.resumed} commits done before), {summary.written} tasks in {output} "
                f"({summary.seconds:.0f}s); skipped: {reasons or 'none'}; reasons per commit in {rejects_path(output)}")
+
+
+@tasks_group.command("demos")
+@click.argument("tasks_file", metavar="TASKS", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="The trajectory store the demonstrations go to (SFT's data.store).")
+@click.option("--recipe", "-c", "recipe_name", default="grpo-mined-tiny", show_default=True,
+              help="The GRPO recipe whose rollout agent config (tools, prompts, limits) the demonstrations use.")
+@click.option("--repos", type=click.Path(file_okay=False), help="DIR/owner/name mirrors (default: each row's provenance).")
+def demos_command(tasks_file, store, recipe_name, repos) -> None:
+    """Scripted demonstrations of mined TASKS for SFT, run and graded in each task's environment: the gold
+    patch applied (resolves) and a look that changes nothing (does not), so that a small model learns the
+    tool-call format and GRPO then has a choice to reward (train/sft-mined-tiny.yaml, grpo-mined-tiny.yaml)."""
+    from ..mine.demos import record_demonstrations
+    from ..train import TrainError
+    from ..train.data import rl_tasks
+    from ..train.grpo import agent_config
+    from ..train.recipe import load_recipe
+
+    with _user_errors(ValueError, TrainError):
+        recipe = load_recipe(recipe_name, [f"data.tasks={tasks_file}", *([f"data.repos={repos}"] if repos else [])])
+        tasks = rl_tasks(recipe.data)
+        records = record_demonstrations(tasks, store, agent_config(recipe))
+    for record in records:
+        click.echo(f"{record['instance_id']} {record['kind']}: {record['outcome']} ({record['trajectory_id']})")
+    click.echo(f"{len(records)} demonstrations of {len(tasks)} tasks in {store}")
