@@ -160,8 +160,8 @@ def _validations(tasks: list[Task], output: Path, options: Options, show: Mining
 
         for task in tasks:
             show.phase(_short(task), "queued on Ray")
-        job = functools.partial(validate_shipped, reruns=options.reruns)
-        for task, shipped, error in RayExecutor(options.ray_address).map_unordered(job, tasks):
+        shipped_job = functools.partial(validate_shipped, reruns=options.reruns)
+        for task, shipped, error in RayExecutor(options.ray_address).map_unordered(shipped_job, tasks):
             if error is None:
                 write_shipped_files(logs_path(output) / task.instance_id, shipped["files"])
                 error = Skip(shipped["skip"]) if "skip" in shipped else None
