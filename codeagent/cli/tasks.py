@@ -43,24 +43,32 @@ def tasks_group() -> None:
               help="Skip commits that change more files.")
 @click.option("--max-patch-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True,
               help="Skip commits whose diff is larger.")
+@click.option("--setup-model", help="A model for the set-up agent: a candidate whose environment lets no test run is "
+                                    "explored and repaired by it, then validated again (its finding is stored in the row).")
 @click.option("--issues", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A JSON object of issue number -> text, added to the statement of the commits that reference them.")
 def mine_command(repo, output, name, since, until, max_commits, ref, workers, executor_kind, ray_address, reruns, after,
-                 exclude, split_date, max_files, max_patch_bytes, issues) -> None:
+                 exclude, split_date, max_files, max_patch_bytes, setup_model, issues) -> None:
     """Mine validated tasks from REPO's history (a local path, a mirror or a URL): first-parent commits that
     change code and tests, each run on its base and with its fix through the eval harness (Docker)."""
     from ..executors.ray_executor import RayUnavailable
     from ..mine.candidates import Limits
     from ..mine.mining import Options, mine, open_repository, rejects_path
     from ..mine.progress import MiningProgress
+    from ..models.errors import ModelConfigError
 
-    with _user_errors(ValueError, RayUnavailable):
+    with _user_errors(ValueError, RayUnavailable, ModelConfigError):
         repository = open_repository(repo, name)
         texts = {str(key): str(value) for key, value in json.loads(issues.read_text()).items()} if issues else {}
         options = Options(since=since, until=until, max_commits=max_commits, after=after, exclude=exclude,
                           split_date=split_date, workers=workers, reruns=reruns, ref=ref, issues=texts,
                           limits=Limits(max_patch_bytes=max_patch_bytes, max_files=max_files),
                           executor=executor_kind, ray_address=ray_address)
+        if setup_model:
+            from ..mine.setup_agent import setup_config
+            from ..models import make_model
+
+            options.setup = (make_model(setup_model), setup_config())
         with MiningProgress() as progress:
             summary = mine(repository, output, options, progress)
     reasons = ", ".join(f"{reason}: {count}" for reason, count in summary.skipped.most_common())

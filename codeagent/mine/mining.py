@@ -20,6 +20,7 @@ from .candidates import Commit, Limits, Skip, candidate, history, shallow_edges
 from .environment import Repository, task_for
 from .output import Exclusions, dedupe, normalized_digest, read_exclusions, row, split, when, write_jsonl
 from .progress import MiningProgress
+from .setup_agent import find_setup, repairable
 from .state import KEPT, SKIPPED, MiningState
 from .statement import leaks, statement
 from .validate import RERUNS, Validation, validate, validate_shipped
@@ -40,6 +41,7 @@ class Options:
     ref: str = "HEAD"
     executor: str = "local"  # local: `workers` threads here; ray: one Ray task per candidate
     ray_address: str | None = None  # ray: a running cluster (None: a one-node Ray here)
+    setup: tuple[Any, Any] | None = None  # (model, agent config) of the set-up agent (setup_agent.py); None: none
 
 
 @dataclass
@@ -130,25 +132,57 @@ def mine(repo: Repository, output: Path, options: Options, progress: MiningProgr
         docker_client()  # no engine: one clear error now, not every candidate skipped for it
     show.line(f"{len(commits)} commits, {summary.resumed} done before, {len(tasks)} candidates to validate")
     show.validating(len(tasks))
+    repairs: list[tuple[Task, str]] = []  # skipped for their environment, for the set-up agent
     for task, result, error in _validations(tasks, output, options, show):
-        sha = task.extra["commit"]
-        if error is None:
-            item = row(task, sha, repo.source, result)
-            state.add({"commit": sha, "status": KEPT, "row": item})
-            summary.kept += 1
-            show.validated(sha, True, f"kept: {len(result.fail_to_pass)} FAIL_TO_PASS, "
-                                      f"{len(result.pass_to_pass)} PASS_TO_PASS, {len(result.flaky)} flaky dropped")
-        elif isinstance(error, Skip):
-            _skip(state, summary, sha, "validation", str(error))
-            show.validated(sha, False, f"skipped (validation): {error}")
-        elif isinstance(error, DockerUnavailable):
-            raise error
-        else:  # not recorded: the next run tries it again
-            summary.errors += 1
-            show.validated(sha, False, f"error (not recorded, tried again next run): {type(error).__name__}: {error}")
+        if options.setup is not None and isinstance(error, Skip) and repairable(task, str(error)):
+            repairs.append((task, str(error)))
+            show.phase(_short(task), f"environment to repair: {error}")
+            continue
+        _record(state, summary, show, repo, task, result, error)
+    if repairs:
+        _repair(repairs, output, options, state, summary, show, repo)
     summary.written = write_outputs(output, state, options.split_date)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _repair(repairs: list[tuple[Task, str]], output: Path, options: Options, state: MiningState, summary: Summary,
+            show: MiningProgress, repo: Repository) -> None:
+    """The set-up agent on each candidate whose environment let no test run, then its validation again
+    with what the agent found (recorded either way: a finding that does not help is a skip)."""
+    assert options.setup is not None
+    model, config = options.setup
+    repaired = []
+    for task, reason in repairs:
+        show.phase(_short(task), "set-up agent")
+        try:
+            repaired.append(find_setup(task, reason, model, config))
+        except Skip as why:
+            _record(state, summary, show, repo, task, None, Skip(f"{reason}; {why}"))
+    for task, result, error in _validations(repaired, output, options, show):
+        if isinstance(error, Skip):
+            error = Skip(f"with the set-up agent's environment: {error}")
+        _record(state, summary, show, repo, task, result, error)
+
+
+def _record(state: MiningState, summary: Summary, show: MiningProgress, repo: Repository, task: Task, result,
+            error: BaseException | None) -> None:
+    """One candidate's validation, done: kept, skipped (both recorded), or broken (tried again next run)."""
+    sha = task.extra["commit"]
+    if error is None:
+        item = row(task, sha, repo.source, result)
+        state.add({"commit": sha, "status": KEPT, "row": item})
+        summary.kept += 1
+        show.validated(sha, True, f"kept: {len(result.fail_to_pass)} FAIL_TO_PASS, "
+                                  f"{len(result.pass_to_pass)} PASS_TO_PASS, {len(result.flaky)} flaky dropped")
+    elif isinstance(error, Skip):
+        _skip(state, summary, sha, "validation", str(error))
+        show.validated(sha, False, f"skipped (validation): {error}")
+    elif isinstance(error, DockerUnavailable):
+        raise error
+    else:  # not recorded: the next run tries it again
+        summary.errors += 1
+        show.validated(sha, False, f"error (not recorded, tried again next run): {type(error).__name__}: {error}")
 
 
 def _validations(tasks: list[Task], output: Path, options: Options, show: MiningProgress):

@@ -31,6 +31,8 @@ def row(task: Task, commit: str, source: str, validation) -> dict[str, Any]:
     out["provenance"] = {"repository": source, "commit": commit, "codeagent_version": __version__,
                          "validation": {"runs": validation.runs, "flaky": validation.flaky, "grades": validation.grades,
                                         "layers_built": validation.layers_built}}
+    if "setup" in task.extra:  # what the set-up agent found (already in the environment) and which model
+        out["provenance"]["setup"] = task.extra["setup"]
     return out
 
 

@@ -118,6 +118,8 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
                          "seconds": round(time.monotonic() - started, 2)})
     if not any(run["tests"] for run in runs):
         raise Skip("no test results in any run: the tests do not run in this environment")
+    if not any(run["passed"] for run in runs):  # not even with the fix: they cannot run here (an import fails...)
+        raise Skip("no test passed in any run: the tests do not run in this environment")
     f2p, p2p, flaky = lists_from_runs(statuses["base"], statuses["gold"])
     if not f2p:
         raise Skip(f"no FAIL_TO_PASS test ({len(p2p)} pass->pass, {len(flaky)} flaky)")
