@@ -192,8 +192,6 @@ def _validations(tasks: list[Task], output: Path, options: Options, show: Mining
         from ..executors.ray_executor import RayExecutor
         from ..executors.shipped import write_shipped_files
 
-        for task in tasks:
-            show.phase(_short(task), "queued on Ray")
         shipped_job = functools.partial(validate_shipped, reruns=options.reruns)
         for task, shipped, error in RayExecutor(options.ray_address).map_unordered(shipped_job, tasks):
             if error is None:

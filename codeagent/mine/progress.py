@@ -28,6 +28,7 @@ class MiningProgress:
         self._progress: Any = None
         self._bars: dict[str, Any] = {}
         self.counts = {"kept": 0, "skipped": 0}
+        self._found = 0  # candidates found while scanning
 
     def __enter__(self) -> MiningProgress:
         if self.live:
@@ -68,12 +69,12 @@ class MiningProgress:
             return
         self._progress.update(self._bars["scan"], advance=1, status=f"{sha[:10]}")
         if skipped is None and not resumed:
+            self._found += 1
             self._progress.update(self._bars["found"], advance=1)
 
     def validating(self, candidates: int) -> None:
         if self._progress is not None:
-            found = self._bars["found"]
-            self._progress.update(found, total=self._progress.tasks[found].completed)
+            self._progress.update(self._bars["found"], total=self._found)
             self._bars["valid"] = self._progress.add_task("validated", total=candidates, status="")
 
     def phase(self, sha: str, text: str) -> None:
