@@ -43,7 +43,7 @@ def setup_prompt(task: Task, reason: str) -> str:
 
     tests = sorted({diff.new or diff.old or "" for diff in parse(task.test_patch or "")} - {""})
     template = Environment(undefined=StrictUndefined, keep_trailing_newline=True).from_string(
-        asset_path("prompts", "setup_environment.j2").read_text())
+        asset_path("prompts", "mine", "setup_environment.j2").read_text())
     return template.render(environment=json.dumps(task.extra["environment"], indent=2), reason=reason,
                            tests=", ".join(tests) or "(none named)", file=SETUP_FILE)
 
