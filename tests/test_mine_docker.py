@@ -40,11 +40,30 @@ def test_mined_task_is_validated_and_graded_by_eval(tmp_path, env):
     repos = tmp_path / "repos" / "synthetic"
     repos.mkdir(parents=True)
     os.symlink(repo, repos / "calc")
-    for flag, resolved in (("--gold", True), ("--empty", False)):
-        graded = tmp_path / f"graded{flag}"
+    for flag, resolved, where in (("--gold", True, []), ("--empty", False, ["--repos", str(tmp_path / "repos")])):
+        graded = tmp_path / f"graded{flag}"  # --gold: at the repository of the row's provenance
         proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "eval", "grade", "--dataset", str(output), flag,
-                               "--repos", str(tmp_path / "repos"), "--output", str(graded)],
+                               *where, "--output", str(graded)],
                               capture_output=True, text=True, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         [report] = [json.loads(path.read_text()) for path in graded.glob("instances/*/report.json")]
         assert report["resolved"] is resolved, report
+
+
+@pytest.mark.ray
+def test_mine_with_the_ray_executor_validates_on_a_node_and_brings_the_logs_back(tmp_path, env):
+    pytest.importorskip("ray", reason="the `ray` extra is not installed")
+    repo = history_repo(tmp_path)
+    output = tmp_path / "ray" / "tasks.jsonl"
+    mine = subprocess.run([sys.executable, "-m", "codeagent.cli", "tasks", "mine", str(repo), "--name", "synthetic/calc",
+                           "--output", str(output), "--executor", "ray", "--reruns", "2"],
+                          capture_output=True, text=True, env={**env, "CODEAGENT_SANDBOX_SLOTS": "1"}, timeout=1200)
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    assert "kept: 1 FAIL_TO_PASS" in mine.stderr and "1 kept" in mine.stdout
+    [task] = [json.loads(line) for line in output.read_text().splitlines()]
+    assert task["FAIL_TO_PASS"] == ["tests/test_calc.py::test_add"]
+    assert [(run["side"], run["run"]) for run in task["provenance"]["validation"]["runs"]] == [
+        ("base", 1), ("base", 2), ("gold", 1), ("gold", 2)]
+    logs = tmp_path / "ray" / "tasks.logs" / task["instance_id"]  # written on the node, shipped back
+    assert "FAILED tests/test_calc.py::test_add" in (logs / "base-1.txt").read_text()
+    assert (logs / "grade-gold" / "test_output.txt").is_file()

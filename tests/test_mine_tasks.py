@@ -237,3 +237,73 @@ def test_without_docker_the_run_stops_and_records_no_candidate_as_skipped(repo, 
     state = MiningState(output)
     fix = _commit(repo, "Fix add()").sha
     assert not state.done(fix) and len(state.records) == 8  # the others are skipped for what they are
+
+
+def test_eval_and_train_find_a_mined_task_at_its_provenance_without_repos(repo, tmp_path):
+    from codeagent.data import DatasetError
+    from codeagent.evals.tasks import eval_tasks
+    from codeagent.train import TrainError
+    from codeagent.train.data import rl_tasks
+    from codeagent.train.recipe import DataSection
+
+    task = _prepare(repo, "Fix add()")
+    validation = Validation(["tests/test_calc.py::test_add"], [], [], [], {})
+    item = row(task, task.extra["commit"], repo.source, validation)
+    assert item["provenance"]["repository"] == repo.source and repo.source.startswith("/")
+    path = tmp_path / "tasks.jsonl"
+    url = {**item, "instance_id": "u-1", "patch": "other", "provenance": {"repository": "https://example.org/a/b.git"}}
+    plain = {key: value for key, value in {**item, "instance_id": "p-1"}.items() if key != "provenance"}
+    path.write_text("".join(json.dumps(one) + "\n" for one in (item, url, plain)))
+    found = {one.instance_id: one.repo for one in eval_tasks(str(path), None, None, None, None, None)}
+    assert found == {task.instance_id: repo.source, "u-1": "https://example.org/a/b.git",
+                     "p-1": "https://github.com/synthetic/calc.git"}
+    assert {one.instance_id: one.repo for one in rl_tasks(DataSection(tasks=str(path)))} == found  # GRPO's tasks
+    gone = {**item, "provenance": {"repository": str(tmp_path / "moved")}}
+    path.write_text(json.dumps(gone) + "\n")
+    with pytest.raises(DatasetError, match=r"moved \(provenance.repository\), is not here: give a folder of mirrors"):
+        eval_tasks(str(path), None, None, None, None, None)
+    (tmp_path / "mirrors" / "synthetic").mkdir(parents=True)
+    (tmp_path / "mirrors" / "synthetic" / "calc").symlink_to(repo.source)
+    with pytest.raises(TrainError, match="is not here"):
+        rl_tasks(DataSection(tasks=str(path)))
+    [by_repos] = eval_tasks(str(path), None, None, None, None, str(tmp_path / "mirrors"))
+    assert by_repos.repo == str(tmp_path / "mirrors" / "synthetic" / "calc")  # --repos still wins
+    [by_repos] = rl_tasks(DataSection(tasks=str(path), repos=str(tmp_path / "mirrors")))
+    assert by_repos.repo == str(tmp_path / "mirrors" / "synthetic" / "calc")
+
+
+def test_a_spec_repository_reads_its_requirements_at_the_last_commit_of_the_version(tmp_path):
+    root = history_repo(tmp_path)
+    (root / "src" / "flask").mkdir(parents=True)
+    (root / "requirements").mkdir()
+
+    def commit(subject: str, files: dict[str, str]) -> str:
+        for name, text in files.items():
+            (root / name).write_text(text)
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", subject)
+        return git(root, "rev-parse", "HEAD").strip()
+
+    def change(subject: str) -> str:
+        return commit(subject, {"calc.py": f"# {subject}\n" + (root / "calc.py").read_text(),
+                                "tests/test_calc.py": f"# {subject}\n" + (root / "tests" / "test_calc.py").read_text()})
+
+    base = commit("2.3", {"src/flask/__init__.py": '__version__ = "2.3.0.dev"\n',
+                          "requirements/dev.txt": "git+https://github.com/sphinx-doc/sphinx.git@96dbe5e3\n"})
+    change("fix at 2.3")
+    commit("requirements from PyPI", {"requirements/dev.txt": "sphinx==4.0.2\n"})
+    last_23 = commit("release 2.3.1", {"src/flask/__init__.py": '__version__ = "2.3.1"\n'})
+    commit("3.0", {"src/flask/__init__.py": '__version__ = "3.0.0.dev"\n'})
+    change("fix at 3.0")
+    tip = change("another fix at 3.0")
+    flask = Repository(root / ".git", "pallets/flask", str(root))
+    newest, at_30, _, _, _, at_23 = history(flask.git_dir, max_commits=6)
+    old = task_for(flask, candidate(flask.git_dir, at_23))
+    assert old.base_commit == base and old.environment_setup_commit == last_23
+    spec = spec_for(old)
+    assert spec.requirements == ["requirements/dev.txt"] and spec.requirements_commit == last_23
+    assert git(root, "show", f"{spec.requirements_commit}:requirements/dev.txt") == "sphinx==4.0.2\n"
+    assert {task_for(flask, candidate(flask.git_dir, c)).environment_setup_commit for c in (newest, at_30)} == {tip}
+    assert task_for(flask, candidate(flask.git_dir, at_23), ref=last_23).environment_setup_commit == last_23
+    item = row(old, at_23.sha, flask.source, Validation(["t"], [], [], [], {}))
+    assert item["environment_setup_commit"] == last_23  # the row carries it: graded in the same environment

@@ -11,6 +11,7 @@ selection function, and held-out splits. evals/ and train/ both take their tasks
     toy.py       the toy task families (evals/toy/), generated
     split.py     deterministic held-out splits, by repository so no repository is on both sides
     ids.py       instance ids as folder names (two that would share one are refused)
+    provenance.py  a mined task at the repository it was mined from (its provenance.repository)
     errors.py    DatasetError, TaskFormatError
 """
 

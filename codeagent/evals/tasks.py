@@ -1,5 +1,6 @@
 """The tasks of `eval grade|run`: the data set's selection (codeagent.data), marked for the images
-they run in, refused if two would share an output folder, and pointed at --repos mirrors."""
+they run in, refused if two would share an output folder, and pointed at --repos mirrors (a mined task
+without --repos: at the repository it was mined from, its provenance.repository)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import click
 def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None, images=None):
     from ..data import DatasetError, load_tasks
     from ..data.ids import check_distinct_folders
+    from ..data.provenance import at_provenance
     from ..data.swebench import repo_under
     from ..harness.env_images import pulled
     from ..harness.prebuilt import mark
@@ -23,17 +25,18 @@ def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None,
         check_distinct_folders(task.instance_id for task in tasks)
     except ValueError as error:
         raise DatasetError(str(error)) from None
-    if repos:
-        located = []
-        for task in tasks:
-            if pulled(task):  # its repository is in its image
-                located.append(task)
-                continue
+    located = []
+    for task in tasks:
+        if pulled(task):  # its repository is in its image
+            located.append(task)
+        elif repos:
             name = task.extra.get("swebench_repo") or ""
             path = repo_under(repos, name, task.instance_id)
             if not path.exists():
                 raise click.ClickException(f"{task.instance_id}: no repository {name} under {repos} "
                                            f"(expected {path}, a git repository or mirror)")
             located.append(task.model_copy(update={"repo": str(path)}))
-        tasks = located
-    return tasks
+        else:
+            located.append(at_provenance(task))
+    return located
+

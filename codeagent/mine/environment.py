@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,29 @@ def stated_version(repo: Repository, commit: str) -> str | None:
     return None
 
 
+def setup_commit(repo: Repository, base: str, stated: str, ref: str = "HEAD") -> str:
+    """The task's environment_setup_commit, as SWE-bench chooses it: the newest commit of `ref`'s
+    first-parent history that still states `base`'s version (`stated`, major.minor). Every task of a
+    version then reads its requirements there, so they share one environment (its layers built once),
+    and a requirement file that a later commit of the version fixed does not break the older ones.
+    Versions only rise along the history, so the last commit stating it is found by bisection."""
+    tip = git(repo.git_dir, "rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+    return _last_stating(repo, tip, stated, base)
+
+
+@lru_cache(maxsize=256)
+def _last_stating(repo: Repository, tip: str, stated: str, base: str) -> str:
+    later = git(repo.git_dir, "rev-list", "--first-parent", "--reverse", f"{base}..{tip}").split()
+    low, high = 0, len(later)  # later[:low] state it; later[high:] do not
+    while low < high:
+        middle = (low + high) // 2
+        if stated_version(repo, later[middle]) == stated:
+            low = middle + 1
+        else:
+            high = middle
+    return later[low - 1] if low else base
+
+
 def _major_minor(version: str) -> str | None:
     match = re.match(r"v?(\d+)\.(\d+)", version.strip())
     return f"{match.group(1)}.{match.group(2)}" if match else None
@@ -99,11 +123,12 @@ def python_environment(files: list[str]) -> dict[str, Any]:
     return {**GENERIC_PYTHON, "install": INSTALL if packaged else []}
 
 
-def task_for(repo: Repository, found: Candidate) -> Task:
-    """The candidate as a Task (no test lists yet: validation finds them), or Skip when no environment fits."""
+def task_for(repo: Repository, found: Candidate, ref: str = "HEAD") -> Task:
+    """The candidate as a Task (no test lists yet: validation finds them), or Skip when no environment
+    fits. `ref`: the history walked (a spec repository's environment_setup_commit is on it)."""
     commit = found.commit
     fields: dict[str, Any] = {"swebench_repo": repo.name, "created_at": commit.date}
-    version: str | None = None
+    version = setup = None
     specs = load_library().repos.get(repo.name)
     if specs is not None:
         stated = stated_version(repo, commit.parent)
@@ -112,6 +137,7 @@ def task_for(repo: Repository, found: Candidate) -> Task:
         version = nearest_version(stated, list(specs.versions))
         if version is None:
             raise Skip(f"environment: no spec version at or below {stated} in {Path(specs.path).name}")
+        setup = setup_commit(repo, commit.parent, stated, ref)
     else:
         from ..sandbox.workspace import snapshot
 
@@ -129,4 +155,4 @@ def task_for(repo: Repository, found: Candidate) -> Task:
     owner, name = repo.name.split("/", 1)
     return Task(repo=str(repo.git_dir), instance_id=f"{owner}__{name}-{commit.sha[:12]}",
                 problem_statement=commit.message, base_commit=commit.parent, gold_patch=found.gold_patch,
-                test_patch=found.test_patch, version=version, extra=fields)
+                test_patch=found.test_patch, version=version, environment_setup_commit=setup, extra=fields)

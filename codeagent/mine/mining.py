@@ -4,11 +4,11 @@ its held-out split and the rejects file from the record."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,11 +19,11 @@ from ..task import Task
 from .candidates import Commit, Limits, Skip, candidate, history, shallow_edges
 from .environment import Repository, task_for
 from .output import Exclusions, dedupe, normalized_digest, read_exclusions, row, split, when, write_jsonl
+from .progress import MiningProgress
+from .setup_agent import find_setup, repairable
 from .state import KEPT, SKIPPED, MiningState
 from .statement import leaks, statement
-from .validate import RERUNS, validate
-
-Say = Callable[[str], None]
+from .validate import RERUNS, Validation, validate, validate_shipped
 
 
 @dataclass
@@ -39,6 +39,9 @@ class Options:
     limits: Limits = field(default_factory=Limits)
     issues: dict[str, str] = field(default_factory=dict)  # issue number -> its text
     ref: str = "HEAD"
+    executor: str = "local"  # local: `workers` threads here; ray: one Ray task per candidate
+    ray_address: str | None = None  # ray: a running cluster (None: a one-node Ray here)
+    setup: tuple[Any, Any] | None = None  # (model, agent config) of the set-up agent (setup_agent.py); None: none
 
 
 @dataclass
@@ -59,6 +62,8 @@ def open_repository(source: str, name: str | None = None) -> Repository:
 
     git_dir = snapshot(source).git_dir
     name = name or _name_of(source, git_dir)
+    if Path(source).expanduser().exists():  # the rows' provenance: where `eval grade` finds it again
+        source = str(Path(source).expanduser().resolve())
     if not is_repo_name(name):
         raise ValueError(f"{name!r} is not owner/name: give the repository's name with --name OWNER/NAME")
     return Repository(git_dir, name, source)
@@ -86,7 +91,7 @@ def prepare(repo: Repository, commit: Commit, options: Options, shallow: frozens
     digest = normalized_digest(found.gold_patch)
     if digest in seen:
         raise Skip("duplicate: the same change is already a task")
-    task = task_for(repo, found)
+    task = task_for(repo, found, options.ref)
     if exclusions is not None and exclusions.match(repo.name, task.instance_id, task.base_commit, task.gold_patch):
         raise Skip("excluded: an instance of a named benchmark")
     text = statement(commit.message, options.issues)
@@ -96,11 +101,11 @@ def prepare(repo: Repository, commit: Commit, options: Options, shallow: frozens
     return task.model_copy(update={"problem_statement": text, "extra": {**task.extra, "commit": commit.sha}})
 
 
-def mine(repo: Repository, output: Path, options: Options, say: Say = print) -> Summary:
-    from ..executors.local import LocalExecutor
+def mine(repo: Repository, output: Path, options: Options, progress: MiningProgress | None = None) -> Summary:
     from ..sandbox.engine import docker_client
 
     started = time.monotonic()
+    show = progress or MiningProgress()
     state = MiningState(output)
     summary = Summary()
     exclusions = read_exclusions(options.exclude) if options.exclude else None
@@ -110,51 +115,106 @@ def mine(repo: Repository, output: Path, options: Options, say: Say = print) -> 
     shallow = frozenset(shallow_edges(repo.git_dir))
     seen = {normalized_digest(item["patch"]) for item in state.kept()}
     tasks: list[Task] = []
+    show.scanning(len(commits))
     for commit in commits:
         if state.done(commit.sha):
             summary.resumed += 1
+            show.scanned(commit.sha, None, resumed=True)
             continue
         try:
             tasks.append(prepare(repo, commit, options, shallow, exclusions, seen))
+            show.scanned(commit.sha, None)
         except Skip as why:
-            _skip(state, summary, say, commit.sha, "candidate", str(why))
+            _skip(state, summary, commit.sha, "candidate", str(why))
+            show.scanned(commit.sha, str(why))
     summary.candidates = len(tasks)
     if tasks:
         docker_client()  # no engine: one clear error now, not every candidate skipped for it
-    say(f"{len(commits)} commits, {summary.resumed} done before, {len(tasks)} candidates to validate")
-
-    def job(task: Task):
-        return validate(task, reruns=options.reruns, log_dir=logs_path(output) / task.instance_id,
-                        phase=lambda text: say(f"[{_short(task)}] {text}"))
-
-    for task, validation, error in LocalExecutor(options.workers, threads=True).map_unordered(job, tasks):
-        sha = task.extra["commit"]
-        if error is None:
-            item = row(task, sha, repo.source, validation)
-            state.add({"commit": sha, "status": KEPT, "row": item})
-            summary.kept += 1
-            say(f"[{_short(task)}] kept: {len(validation.fail_to_pass)} FAIL_TO_PASS, "
-                f"{len(validation.pass_to_pass)} PASS_TO_PASS, {len(validation.flaky)} flaky dropped")
-        elif isinstance(error, Skip):
-            _skip(state, summary, say, sha, "validation", str(error))
-        elif isinstance(error, DockerUnavailable):
-            raise error
-        else:  # not recorded: the next run tries it again
-            summary.errors += 1
-            say(f"[{_short(task)}] error (not recorded, tried again next run): {type(error).__name__}: {error}")
+    show.line(f"{len(commits)} commits, {summary.resumed} done before, {len(tasks)} candidates to validate")
+    show.validating(len(tasks))
+    repairs: list[tuple[Task, str]] = []  # skipped for their environment, for the set-up agent
+    for task, result, error in _validations(tasks, output, options, show):
+        if options.setup is not None and isinstance(error, Skip) and repairable(task, str(error)):
+            repairs.append((task, str(error)))
+            show.phase(_short(task), f"environment to repair: {error}")
+            continue
+        _record(state, summary, show, repo, task, result, error)
+    if repairs:
+        _repair(repairs, output, options, state, summary, show, repo)
     summary.written = write_outputs(output, state, options.split_date)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _repair(repairs: list[tuple[Task, str]], output: Path, options: Options, state: MiningState, summary: Summary,
+            show: MiningProgress, repo: Repository) -> None:
+    """The set-up agent on each candidate whose environment let no test run, then its validation again
+    with what the agent found (recorded either way: a finding that does not help is a skip)."""
+    assert options.setup is not None
+    model, config = options.setup
+    repaired = []
+    for task, reason in repairs:
+        show.phase(_short(task), "set-up agent")
+        try:
+            repaired.append(find_setup(task, reason, model, config))
+        except Skip as why:
+            _record(state, summary, show, repo, task, None, Skip(f"{reason}; {why}"))
+    for task, result, error in _validations(repaired, output, options, show):
+        if isinstance(error, Skip):
+            error = Skip(f"with the set-up agent's environment: {error}")
+        _record(state, summary, show, repo, task, result, error)
+
+
+def _record(state: MiningState, summary: Summary, show: MiningProgress, repo: Repository, task: Task, result,
+            error: BaseException | None) -> None:
+    """One candidate's validation, done: kept, skipped (both recorded), or broken (tried again next run)."""
+    sha = task.extra["commit"]
+    if error is None:
+        item = row(task, sha, repo.source, result)
+        state.add({"commit": sha, "status": KEPT, "row": item})
+        summary.kept += 1
+        show.validated(sha, True, f"kept: {len(result.fail_to_pass)} FAIL_TO_PASS, "
+                                  f"{len(result.pass_to_pass)} PASS_TO_PASS, {len(result.flaky)} flaky dropped")
+    elif isinstance(error, Skip):
+        _skip(state, summary, sha, "validation", str(error))
+        show.validated(sha, False, f"skipped (validation): {error}")
+    elif isinstance(error, DockerUnavailable):
+        raise error
+    else:  # not recorded: the next run tries it again
+        summary.errors += 1
+        show.validated(sha, False, f"error (not recorded, tried again next run): {type(error).__name__}: {error}")
+
+
+def _validations(tasks: list[Task], output: Path, options: Options, show: MiningProgress):
+    """(task, Validation, error) as each candidate's validation ends: on threads here, or as Ray tasks
+    (each on some node's Docker engine, its logs shipped back and written here)."""
+    if options.executor == "ray":
+        from ..executors.ray_executor import RayExecutor
+        from ..executors.shipped import write_shipped_files
+
+        shipped_job = functools.partial(validate_shipped, reruns=options.reruns)
+        for task, shipped, error in RayExecutor(options.ray_address).map_unordered(shipped_job, tasks):
+            if error is None:
+                write_shipped_files(logs_path(output) / task.instance_id, shipped["files"])
+                error = Skip(shipped["skip"]) if "skip" in shipped else None
+            yield task, (None if error else Validation(**shipped["validation"])), error
+        return
+    from ..executors.local import LocalExecutor
+
+    def job(task: Task) -> Validation:
+        return validate(task, reruns=options.reruns, log_dir=logs_path(output) / task.instance_id,
+                        phase=lambda text: show.phase(_short(task), text))
+
+    yield from LocalExecutor(options.workers, threads=True).map_unordered(job, tasks)
 
 
 def _short(task: Task) -> str:
     return str(task.extra["commit"])[:10]
 
 
-def _skip(state: MiningState, summary: Summary, say: Say, sha: str, phase: str, reason: str) -> None:
+def _skip(state: MiningState, summary: Summary, sha: str, phase: str, reason: str) -> None:
     state.add({"commit": sha, "status": SKIPPED, "phase": phase, "reason": reason})
     summary.skipped[reason.split(":")[0]] += 1
-    say(f"[{sha[:10]}] skipped ({phase}): {reason}")
 
 
 def logs_path(output: Path) -> Path:

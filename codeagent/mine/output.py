@@ -24,11 +24,15 @@ def row(task: Task, commit: str, source: str, validation) -> dict[str, Any]:
         "hints_text": "", "FAIL_TO_PASS": validation.fail_to_pass, "PASS_TO_PASS": validation.pass_to_pass,
         "created_at": utc(task.extra["created_at"]), "version": task.version,
     }
+    if task.environment_setup_commit:
+        out["environment_setup_commit"] = task.environment_setup_commit
     if "environment" in task.extra:
         out["environment"] = task.extra["environment"]
     out["provenance"] = {"repository": source, "commit": commit, "codeagent_version": __version__,
                          "validation": {"runs": validation.runs, "flaky": validation.flaky, "grades": validation.grades,
                                         "layers_built": validation.layers_built}}
+    if "setup" in task.extra:  # what the set-up agent found (already in the environment) and which model
+        out["provenance"]["setup"] = task.extra["setup"]
     return out
 
 

@@ -295,13 +295,13 @@ def rl_tasks(data: DataSection, side: str | None = None) -> list[Any]:
     if not data.tasks:
         raise TrainError("grpo needs tasks: set data.tasks to a SWE-bench-format file, a dataset name, or toy")
     from ..data import DatasetError, load_tasks, split_tasks, task_repo
+    from ..data.provenance import at_provenance  # a mined task without data.repos: where it was mined
 
     try:
         tasks = load_tasks(data.tasks, data.tasks_format, slice=data.task_slice)
+        tasks = [_from_mirror(task, Path(data.repos)) if data.repos else at_provenance(task) for task in tasks]
     except (DatasetError, OSError) as error:
         raise TrainError(f"cannot load the tasks {data.tasks!r}: {error}") from None
-    if data.repos:
-        tasks = [_from_mirror(task, Path(data.repos)) for task in tasks]
     if data.instance:
         tasks = [t for t in tasks if fnmatch.fnmatchcase(t.instance_id, data.instance)]
     if data.held_out and tasks:
