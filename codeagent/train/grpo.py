@@ -81,11 +81,9 @@ def _use_vllm(recipe: Recipe) -> bool:
         return False
     if choice == "transformers":
         return False
-    import importlib.util
+    from .vllm_cpu import vllm_usable
 
-    import torch
-
-    available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    available = vllm_usable()
     if choice == "vllm" and not available:
         raise TrainError("rollout.generation=vllm needs a GPU and the vllm package: pip install 'codeagent[vllm]' "
                          "(a vllm that accepts this project's transformers; a bare `pip install vllm` takes one that "
