@@ -21,7 +21,8 @@ over NCCL, builds its own model from a path (no adapter to continue from), and i
 importance-sampling correction for stale samples.
 
 One training process only (refused with more); generation through transformers on versioned copies of
-the policy. The vLLM server with an adapter per version is the next step.
+the policy, or (`rollout.served: true`) through a `vllm serve` process with one LoRA adapter per version
+(vllm_server.py).
 """
 
 from __future__ import annotations
@@ -83,7 +84,12 @@ class AsyncRollouts:
         self.groups_per_batch = per_batch // self.group_size
         batches = settings.buffer_batches or settings.max_staleness + 1
         self.buffer = SampleBuffer(batches * self.groups_per_batch, settings.max_staleness)
-        self.versions = PolicyVersions(lambda model: rollouts.policy(None, model))
+        if settings.served:  # through `vllm serve`, an adapter per version
+            from .vllm_server import served_versions
+
+            self.versions: PolicyVersions = served_versions(rollouts)
+        else:
+            self.versions = PolicyVersions(lambda model: rollouts.policy(None, model))
         self.order = task_order(tasks, seed)
         self.workers = max(1, settings.workers)
         self.on_record = None  # called with each batch's async_step record

@@ -77,15 +77,14 @@ def _use_vllm(recipe: Recipe) -> bool:
         if choice == "vllm":
             raise TrainError("rollout.asynchronous samples from versioned copies of the policy; TRL's colocated vLLM "
                              "holds one copy, updated in place at every step, so a run would mix two policies "
-                             "unseen. Use rollout.generation=transformers (the vLLM server route is not built yet)")
+                             "unseen. Use rollout.generation=transformers, or rollout.served=true (vllm serve, "
+                             "an adapter per version)")
         return False
     if choice == "transformers":
         return False
-    import importlib.util
+    from .vllm_cpu import vllm_usable
 
-    import torch
-
-    available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    available = vllm_usable()
     if choice == "vllm" and not available:
         raise TrainError("rollout.generation=vllm needs a GPU and the vllm package: pip install 'codeagent[vllm]' "
                          "(a vllm that accepts this project's transformers; a bare `pip install vllm` takes one that "

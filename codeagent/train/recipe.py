@@ -127,6 +127,12 @@ class RolloutSection(_Strict):
     temperature: float = 1.0  # also the temperature the GRPO loss uses
     top_p: float | None = None
     generation: Literal["auto", "transformers", "vllm"] = "auto"  # vllm: TRL's vLLM engine (use_vllm on GPU)
+    # async mode: sample through `vllm serve`, one LoRA adapter per policy version (vllm_server.py); a server
+    # started here, or one at vllm_server_url started with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING
+    served: bool = False
+    vllm_server_url: str | None = None
+    vllm_server_args: list[str] = Field(default_factory=list)  # more `vllm serve` flags (e.g. memory)
+    vllm_max_model_len: int | None = None
     # How the trained weights reach vLLM each step: merged (TRL's sync: the adapter merged into the base
     # weights) is the one way. `adapter` (hot-loading the LoRA adapter) was removed: TRL 1.16 builds its
     # vLLM engine without LoRA, so no adapter could ever be loaded into it.
@@ -279,6 +285,8 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     _check_trainer_keys(recipe, where)
     if recipe.method == "grpo":
         _check_grpo_dropout(recipe, where)
+        if recipe.rollout.served and not recipe.rollout.asynchronous:
+            raise TrainError(f"{where}: rollout.served samples the versions of async GRPO: set rollout.asynchronous")
     if recipe.method != "grpo":
         for section in ("rollout", "rewards"):
             if section in data:

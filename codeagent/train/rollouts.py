@@ -132,8 +132,10 @@ class Rollouts(RolloutBatch):
         return task
 
     def _prepare_environments(self, tasks: list) -> None:
-        """Build each task's harness images once, before rollouts run in parallel."""
-        if self.recipe.rollout.environment != "harness" and self.recipe.rollout.grader != "harness":
+        """Build each task's harness images once, before rollouts run in parallel. Not with the Ray executor:
+        images are built where the sandboxes run, on the Ray nodes (their sandboxes and grades build them)."""
+        settings = self.recipe.rollout
+        if settings.executor == "ray" or (settings.environment != "harness" and settings.grader != "harness"):
             return
         from ..harness.env_images import image_source
 

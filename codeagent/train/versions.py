@@ -8,8 +8,8 @@ retired: its engine is closed and its weights are kept as a spare, overwritten b
 only the tensors the optimizer changes (the LoRA adapter), not the whole model.
 
 This is the local (transformers) sampler: copies in the trainer's memory, fine for the tiny CPU models
-of the tests and the benchmark. A vLLM server with one LoRA adapter per version (what TRL's async trainer
-does) is the same contract: publish(version), lease() -> (policy, version).
+of the tests and the benchmark. vllm_server.py's ServedVersions is the same contract on a vLLM server,
+one LoRA adapter per version (what TRL's async trainer does).
 """
 
 from __future__ import annotations
@@ -48,6 +48,15 @@ class PolicyVersions:
     def publish(self, model, version: int) -> None:
         """A copy of `model`'s weights as they are now becomes the version new rollouts sample from.
         Called by the trainer between optimizer steps (the weights do not move while they are copied)."""
+        snapshot = self._snapshot(model, version)
+        with self._lock:
+            old, self._current = self._current, snapshot
+            self.published.append(version)
+            retire = old is not None and old.users == 0
+        if retire and old is not None:
+            self._retire(old)
+
+    def _snapshot(self, model, version: int) -> _Snapshot:
         import torch
 
         with self._lock:
@@ -62,13 +71,7 @@ class PolicyVersions:
                 for name, param in spare.named_parameters():
                     if name in trained:
                         param.copy_(trained[name])
-        snapshot = _Snapshot(version, spare, self.make_policy(spare))
-        with self._lock:
-            old, self._current = self._current, snapshot
-            self.published.append(version)
-            retire = old is not None and old.users == 0
-        if retire and old is not None:
-            self._retire(old)
+        return _Snapshot(version, spare, self.make_policy(spare))
 
     @contextmanager
     def lease(self):
@@ -91,6 +94,10 @@ class PolicyVersions:
         close = getattr(snapshot.policy, "close", None)
         if close is not None:
             close()
+        self._release(snapshot)
+
+    def _release(self, snapshot: _Snapshot) -> None:
+        """What a retired copy leaves: here its weights, kept as the spare the next publish overwrites."""
         with self._lock:
             self._spares.append(snapshot.model)
 
