@@ -86,7 +86,7 @@ def test_what_goes_to_litellm_as_before(server):
 def test_the_first_request_goes_out_before_litellm_is_imported(tmp_path):
     """In a fresh process: the check, the provider, tool calling and the request itself need no litellm;
     it is imported meanwhile (here held back until the request has arrived) and puts the reply together."""
-    code = f"""
+    code = """
 import json, sys, threading
 from tests.support.fake_server import FakeServer, MESSAGES, completion
 from tests.support.tools import TOOLS
@@ -100,7 +100,7 @@ class Replies(list):
         arrived.append("litellm" in sys.modules)  # the request has arrived
         seen.set()
         return super().pop(index)
-server.replies = Replies([(200, completion({{"content": "hi"}}))])
+server.replies = Replies([(200, completion({"content": "hi"}))])
 model = LiteLLMModel("openai/test-model", api_base=server.base)
 model.start_light(); model.check()
 assert (model.provider, model.uses_native_tools()) == ("openai", True) and "litellm" not in sys.modules

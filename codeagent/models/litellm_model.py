@@ -205,7 +205,7 @@ class LiteLLMModel:
                     if answer.status_code != 200:
                         return None
                     whole = answer.headers.get("content-type", "").startswith("application/json")
-                    reply = json.loads(answer.read()) if whole else first_request.read_events(answer)
+                    reply: Any = json.loads(answer.read()) if whole else first_request.read_events(answer)
                 finally:
                     answer.close()
             if reply is None or cancelled():
