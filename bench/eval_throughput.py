@@ -29,7 +29,7 @@ from pathlib import Path
 
 from docker.errors import APIError
 
-from codeagent.evals.datasets import load_tasks
+from codeagent.data.loaders import load_tasks
 from codeagent.harness.directives import test_command
 from codeagent.harness.environment import task_images
 from codeagent.harness.specs import spec_for

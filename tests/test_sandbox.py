@@ -79,6 +79,15 @@ def test_shell_death_is_reported_and_recovered(box, command, code):
     assert box.run("echo $KEEP; pwd").output.split() == ["3", f"{box.workdir}/data"]
 
 
+def test_a_shell_restarted_after_the_environment_shrank_has_the_smaller_one(box):
+    """The saved environment is written over in place: what a longer one left after it is not read back."""
+    many = "$(printf 'V%04d ' $(seq 500))"  # exported with no value: their lines hold no quotes to split
+    box.run(f"export {many} ZZ_GONE=1 KEEP=4")  # `export -p` sorts: ZZ_GONE's line is the last
+    box.run(f"unset {many} ZZ_GONE; export NEW=5")
+    assert box.run("exit 1").shell_restarted
+    assert box.run('echo "${ZZ_GONE:-none} $KEEP $NEW"').output.split() == ["none", "4", "5"]
+
+
 def test_huge_output_is_bounded_head_and_tail(box):
     result = box.run("seq 1 3000000; echo THE-END", timeout=120)  # ~21 MB through a 64 KiB window
     assert result.exit_code == 0

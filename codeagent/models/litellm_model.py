@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import json
 import logging
 import os
 import random
@@ -26,8 +27,8 @@ import sys
 import time
 from typing import Any
 
-from . import progress
-from .cancel import cancelled, pause
+from . import first_request, progress
+from .cancel import cancelled, on_cancel, pause
 from .errors import (
     ModelConfigError,
     ModelRequestError,
@@ -69,6 +70,9 @@ def _import_litellm():
         ) from error
     litellm.suppress_debug_info = True
     return litellm
+
+
+_LOADER = first_request.Loader(_import_litellm)
 
 
 @contextlib.contextmanager
@@ -131,10 +135,16 @@ class LiteLLMModel:
         self._probed = False
         self._native: bool | None = None
         self._gives_ids: bool | None = None  # the api_base's server answers with token ids (None: not asked yet)
+        self._light: str | None = None  # the provider, while the first request goes out without litellm
+
+    def start_light(self) -> None:
+        """A run starts: its first request may go out before litellm is imported (models/first_request.py)."""
+        self._light = first_request.provider_of(self.name, self.api_base, self.extra)
 
     def complete(self, messages: list[dict], tools: list[dict], sampling: Sampling) -> ModelResponse:
         sampling = sampling or Sampling()
-        litellm = _import_litellm()
+        light = self._light is not None and first_request.first_prompt(messages)
+        litellm = None if light else _import_litellm()
         self.check()
         native = self.uses_native_tools(litellm)
         request = {
@@ -163,13 +173,58 @@ class LiteLLMModel:
         elif self.stream:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
-        response = self._call_with_retries(litellm, request)
+        deadline = time.monotonic() + self.total_timeout if self.total_timeout else None
+        try:
+            response = self._send_light(request, deadline) if light else None
+            if light and cancelled():
+                raise ModelUnavailable(f"model {self.name!r}: the call was cancelled")
+            litellm = _LOADER.wait() if light else litellm
+            if response is None:
+                response = self._call_with_retries(litellm, request, deadline)
+        finally:
+            self._light = None if light else self._light  # one light request: litellm is there for the rest
         return self._to_response(litellm, response, native, tool_names(tools))
+
+    def _send_light(self, request: dict, deadline: float | None):
+        """The request sent with httpx while litellm is imported in the background, its reply as litellm's
+        response; None on any failure (litellm sends it again and judges the failure)."""
+        import httpx
+
+        assert self._light is not None and self.api_base is not None
+        key = first_request.api_key(self._light, self.api_key)
+        timeout = self.timeout if deadline is None else max(0.1, min(self.timeout, deadline - time.monotonic()))
+        client = httpx.Client(timeout=timeout)
+        try:
+            sent = client.build_request("POST", self.api_base.rstrip("/") + "/chat/completions",
+                                        json=first_request.body(request),
+                                        headers={"Authorization": f"Bearer {key}"} if key else {})
+            _LOADER.start()  # while the server thinks
+            with on_cancel(client.close):
+                answer = client.send(sent, stream=True)
+                try:
+                    if answer.status_code != 200:
+                        return None
+                    whole = answer.headers.get("content-type", "").startswith("application/json")
+                    reply: Any = json.loads(answer.read()) if whole else first_request.read_events(answer)
+                finally:
+                    answer.close()
+            if reply is None or cancelled():
+                return None
+            litellm = _LOADER.wait()
+            response = litellm.ModelResponse(**reply) if whole else litellm.stream_chunk_builder(
+                [litellm.ModelResponseStream(**chunk) for chunk in reply], messages=request["messages"])
+            return response if response is not None and response.model_dump().get("choices") else None
+        except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+        finally:
+            client.close()
 
     @property
     def provider(self) -> str:
         """Where LiteLLM sends this model (openai, anthropic, hosted_vllm...; telemetry's gen_ai.provider.name);
         "" when it cannot tell."""
+        if self._light is not None:
+            return self._light  # litellm's get_llm_provider names these by their prefix
         try:
             return _import_litellm().get_llm_provider(self.name)[1] or ""
         except Exception:  # noqa: BLE001 - an unknown name, or no litellm: the run says so elsewhere
@@ -195,7 +250,10 @@ class LiteLLMModel:
         """Raise ModelConfigError now if the model cannot be used as configured (unknown provider, no
         key): front ends call it before they build a sandbox."""
         if not self._checked:
-            self._check_configuration(_import_litellm())
+            if self._light is None:
+                self._check_configuration(_import_litellm())
+            elif self._light == "openai" and not self.api_key and not os.environ.get("OPENAI_API_KEY"):
+                self.api_key = PLACEHOLDER_API_KEY  # as _check_configuration does for a served model
             self._checked = True
 
     def probe(self, paid: bool = False) -> None:
@@ -267,6 +325,8 @@ class LiteLLMModel:
         """Native tool calling unless disabled or litellm knows the model lacks it."""
         if not self.native_tools:
             return False
+        if self._native is None and self._light is not None:
+            self._native = True  # litellm's table has no entry for the name: it assumes native tool calling
         if self._native is None:
             litellm = litellm or _import_litellm()
             try:
@@ -300,9 +360,8 @@ class LiteLLMModel:
             f"{missing[0]}=...), or for a self-hosted server give its address (--api-base or model.api_base)"
         )
 
-    def _call_with_retries(self, litellm, request: dict):
+    def _call_with_retries(self, litellm, request: dict, deadline: float | None = None):
         attempt = 0
-        deadline = time.monotonic() + self.total_timeout if self.total_timeout else None
         while True:
             if deadline is not None:
                 request["timeout"] = max(0.1, min(self.timeout, deadline - time.monotonic()))

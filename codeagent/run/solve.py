@@ -114,6 +114,8 @@ class ModelCheck:
 
     def __init__(self, model: Model):
         self._error: BaseException | None = None
+        if callable(start_light := getattr(model, "start_light", None)):
+            start_light()  # a served model's first request need not wait for its client's import
         self._thread = threading.Thread(target=self._check, args=(model,), name=MODEL_CHECK_THREAD,
                                         daemon=True)  # a Ctrl-C exit does not wait for an import
         self._thread.start()

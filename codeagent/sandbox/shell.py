@@ -136,7 +136,10 @@ class ShellSession:
             f"IFS= read -r -d '' __codeagent_cmd <<'{end}'\n{command}\n{end}\n"
             'eval "$__codeagent_cmd" </dev/null\n'
             "__codeagent_ec=$?\n"
-            f"export -p >{state}/env 2>/dev/null\n"
+            # written over in place, not truncated (freeing the file's blocks on the container's overlay took
+            # 1-3 ms a command, most of a short one's round trip): `return` ends the sourcing of it before
+            # whatever an older, longer environment left after it
+            f"{{ export -p; echo return; }} 1<>{state}/env 2>/dev/null\n"
             f"printf '%s %d %s\\n' '{self._marker.decode()}' \"$__codeagent_ec\" \"$PWD\"\n"
         )
         started = time.monotonic()
