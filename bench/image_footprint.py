@@ -18,9 +18,13 @@ of its own), so a layer shared by many images counts once. Printed per side, the
   gold           every instance's gold patch must resolve on both sides (the footprint must not cost a verdict)
 
 Images the bench built are removed at the end (`--keep` keeps them); the base images are left.
+`--build-only` builds every instance's images as grading does (`image_source(task).grading()`) and runs
+no test: the bytes of a whole repository without its test time; grade a sample (`--instance`) to check
+the verdicts.
 
 Usage: python bench/image_footprint.py --dataset FILE --repos DIR --repo pallets/flask --repo psf/requests
            --before TREE [--after TREE] [--output DIR] [--workers 1] [--keep] [--measure-only]
+           [--build-only] [--instance ID ...] [--sides after] [--image-prefix fp]
   DIR/owner/name: a git clone or mirror of each repository; TREE: a codeagent checkout (default after: here).
 """
 
@@ -58,9 +62,15 @@ def run_side(args: argparse.Namespace) -> None:
     from codeagent.executors.local import LocalExecutor
 
     renamed = rename_images(args.prefix)
-    tasks = [task for repo in args.repo for task in eval_tasks(args.dataset, None, None, repo, None, args.repos)]
-    gold = {task.instance_id: task.gold_patch or "" for task in tasks}
+    tasks = [task for repo in args.repo for task in eval_tasks(args.dataset, args.instance or None, None, repo, None,
+                                                                  args.repos)]
     out = Path(args.output)
+    if args.build_only:
+        rows = build_images(tasks, out, args.workers)
+        (out / "side.json").write_text(json.dumps({"prefix": args.prefix, "renamed": renamed, "instances": rows,
+                                                   "graded": False}, indent=1))
+        return
+    gold = {task.instance_id: task.gold_patch or "" for task in tasks}
     # threads: the renaming above is this process's; worker processes would not see it
     reports = grade_batch(tasks, gold, out / "gold", model_name="gold", executor=LocalExecutor(args.workers, threads=True))
     rows = [{"instance_id": report.get("instance_id"), "resolved": bool(report.get("resolved")),
@@ -69,6 +79,27 @@ def run_side(args: argparse.Namespace) -> None:
              "layers_built": report.get("layers_built") or [], "image_seconds": report.get("image_seconds")}
             for report in reports]
     (out / "side.json").write_text(json.dumps({"prefix": args.prefix, "renamed": renamed, "instances": rows}, indent=1))
+
+
+def build_images(tasks: list, out: Path, workers: int) -> list[dict]:
+    """Build every task's images as grading does (`image_source(task).grading()`), running no test."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from codeagent.harness.env_images import image_source
+
+    def build(task) -> dict:
+        row = {"instance_id": task.instance_id, "resolved": False, "statuses": {}, "outcome": "built"}
+        try:
+            facts = image_source(task).grading(out / "build" / task.instance_id).facts
+        except Exception as exc:  # one environment that does not build must not stop the batch
+            return {**row, "outcome": f"build failed: {str(exc)[:300]}", "images": {}, "layers_built": []}
+        print(f"built {task.instance_id}: {len(facts.get('layers_built') or [])} layers, "
+              f"{facts.get('image_seconds')} s", flush=True)
+        return {**row, "images": facts.get("images") or {}, "layers_built": facts.get("layers_built") or [],
+                "image_seconds": facts.get("image_seconds")}
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:  # threads: the renaming is this process's
+        return list(pool.map(build, tasks))
 
 
 def statuses(folder: Path, report: dict) -> dict[str, str]:
@@ -169,8 +200,9 @@ def measure(side: dict) -> dict:
             "base": base_bytes, "per_instance": total / max(1, len(rows)),
             "per_instance_above_base": (total - base_bytes) / max(1, len(rows)),
             "instance_layer_median": instance_own[len(instance_own) // 2] if instance_own else 0,
-            "envs": envs, "gold": sum(row["resolved"] for row in rows),
-            "not_resolved": [f"{row['instance_id']} ({row['outcome']})" for row in rows if not row["resolved"]]}
+            "envs": envs, "gold": sum(row["resolved"] for row in rows), "graded": side.get("graded", True),
+            "not_resolved": [f"{row['instance_id']} ({row['outcome']})" for row in rows
+                             if not row["resolved"] and row["outcome"] != "built"]}
 
 
 # What only building needs, each cleanup's share of an environment image (after: gone)
@@ -190,7 +222,8 @@ def leftovers(image: str) -> dict[str, int]:
 
 def report(name: str, figures: dict) -> list[str]:
     lines = [f"## {name}: {figures['instances']} instances, {figures['images']} images, "
-             f"gold resolves {figures['gold']}/{figures['instances']}",
+             + (f"gold resolves {figures['gold']}/{figures['instances']}" if figures.get("graded", True)
+              else "built only, not graded"),
              f"  on disk, all layers once:      {figures['total'] / MB:9.1f} MB  "
              f"(suite bases {figures['base'] / MB:.1f} MB of it)",
              f"  per instance:                  {figures['per_instance'] / MB:9.1f} MB  "
@@ -204,7 +237,7 @@ def report(name: str, figures: dict) -> list[str]:
         sizes = entry.get("leftovers") or {}
         lines.append(f"    {env}: " + ", ".join(f"{what} {size / MB:.1f} MB" for what, size in sizes.items()))
     if figures["not_resolved"]:
-        lines.append("  gold NOT resolved: " + ", ".join(figures["not_resolved"]))
+        lines.append(("  gold NOT resolved: " if figures.get("graded", True) else "  NOT built: ") + ", ".join(figures["not_resolved"]))
     return lines
 
 
@@ -229,6 +262,10 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the images built")
     parser.add_argument("--measure-only", action="store_true", help="measure the images of an earlier run")
     parser.add_argument("--sides", default="before,after", help="which sides to run and measure")
+    parser.add_argument("--image-prefix", default=PREFIX, help="the images are named PREFIX-SIDE/... (default fp)")
+    parser.add_argument("--instance", action="append", default=[], help="only these instances (repeat)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build the images (as grading does) and measure them; grade nothing")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--prefix", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -243,9 +280,11 @@ def main() -> None:
         folder = out / name
         if not args.measure_only:
             folder.mkdir(parents=True, exist_ok=True)
-            command = [sys.executable, str(Path(__file__).resolve()), "--side", name, "--prefix", f"{PREFIX}-{name}",
+            command = [sys.executable, str(Path(__file__).resolve()), "--side", name, "--prefix", f"{args.image_prefix}-{name}",
                        "--dataset", args.dataset, "--repos", args.repos, "--output", str(folder),
                        "--workers", str(args.workers), "--before", args.before,
+                       *(["--build-only"] if args.build_only else []),
+                       *[item for instance in args.instance for item in ("--instance", instance)],
                        *[item for repo in args.repo for item in ("--repo", repo)]]
             env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
             subprocess.run(command, env=env, cwd=tree, check=True)
