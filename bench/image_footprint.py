@@ -62,8 +62,8 @@ def run_side(args: argparse.Namespace) -> None:
     from codeagent.executors.local import LocalExecutor
 
     renamed = rename_images(args.prefix)
-    tasks = [task for repo in args.repo for task in eval_tasks(args.dataset, args.instance or None, None, repo, None,
-                                                                  args.repos)]
+    only = ",".join(args.instance) or None
+    tasks = [task for repo in args.repo for task in eval_tasks(args.dataset, only, None, repo, None, args.repos)]
     out = Path(args.output)
     if args.build_only:
         rows = build_images(tasks, out, args.workers)
