@@ -196,10 +196,13 @@ def measure(side: dict) -> dict:
         entry["leftovers"] = leftovers(env)
     instances = [row for row in rows if row["images"].get("instance") in images]
     instance_own = sorted(own[row["images"]["instance"]] for row in instances)
+    parts = [instance_parts(row["images"]["instance"]) for row in instances]
     return {"instances": len(rows), "measured": len(instances), "images": len(images), "total": total,
             "base": base_bytes, "per_instance": total / max(1, len(rows)),
             "per_instance_above_base": (total - base_bytes) / max(1, len(rows)),
             "instance_layer_median": instance_own[len(instance_own) // 2] if instance_own else 0,
+            "instance_parts_median": {part: sorted(found[part] for found in parts)[len(parts) // 2]
+                                      for part in INSTANCE_PARTS} if parts else {},
             "envs": envs, "gold": sum(row["resolved"] for row in rows), "graded": side.get("graded", True),
             "not_resolved": [f"{row['instance_id']} ({row['outcome']})" for row in rows
                              if not row["resolved"] and row["outcome"] != "built"]}
@@ -220,6 +223,21 @@ def leftovers(image: str) -> dict[str, int]:
     return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(LEFTOVERS)}
 
 
+# What the instance layer holds (only it has /testbed): the files' own bytes, as `find -printf %s` sums them
+INSTANCE_PARTS = {"working tree": "/testbed -path /testbed/.git -prune -o", "git objects": "/testbed/.git/objects",
+                  "git, the rest": "/testbed/.git -path /testbed/.git/objects -prune -o"}
+
+
+def instance_parts(image: str) -> dict[str, int]:
+    """Bytes of each of INSTANCE_PARTS in `image` (a throwaway container, no network)."""
+    script = "; ".join(f"echo {i} $(find {paths} -type f -printf '%s\\n' 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}')"
+                       for i, paths in enumerate(INSTANCE_PARTS.values()))
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", script],
+                          capture_output=True, text=True)
+    sizes = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) == 2)
+    return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(INSTANCE_PARTS)}
+
+
 def report(name: str, figures: dict) -> list[str]:
     lines = [f"## {name}: {figures['instances']} instances, {figures['images']} images, "
              + (f"gold resolves {figures['gold']}/{figures['instances']}" if figures.get("graded", True)
@@ -228,7 +246,9 @@ def report(name: str, figures: dict) -> list[str]:
              f"(suite bases {figures['base'] / MB:.1f} MB of it)",
              f"  per instance:                  {figures['per_instance'] / MB:9.1f} MB  "
              f"({figures['per_instance_above_base'] / MB:.1f} MB above the bases)",
-             f"  instance layer, median:        {figures['instance_layer_median'] / MB:9.1f} MB",
+             f"  instance layer, median:        {figures['instance_layer_median'] / MB:9.1f} MB  ("
+             + ", ".join(f"{part} {size / MB:.1f}" for part, size in (figures.get("instance_parts_median") or {}).items())
+             + " MB, medians)",
              "  env images (instances): full size / above the suite base / its own in this batch / the env layer alone"]
     for env, entry in sorted(figures["envs"].items()):
         lines.append(f"    {env:44s} ({entry['instances']:2d})  {entry['size'] / MB:7.1f} / {entry['above_base'] / MB:7.1f}"

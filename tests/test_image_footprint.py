@@ -55,6 +55,9 @@ def test_a_build_only_side_reports_its_bytes_and_no_verdict(monkeypatch):
     monkeypatch.setattr(script, "inspect", lambda tags: {tag: {"size": sizes[tag], "layers": layers[tag], "id": tag}
                                                           for tag in tags})
     monkeypatch.setattr(script, "leftovers", lambda image: {})
+    parts = {"i-1": {"working tree": 30, "git objects": 9, "git, the rest": 1},
+             "i-2": {"working tree": 14, "git objects": 5, "git, the rest": 1}}
+    monkeypatch.setattr(script, "instance_parts", parts.__getitem__)
     rows = [{"instance_id": f"x-{n}", "resolved": False, "outcome": "built", "statuses": {},
              "images": {"base": "b", "system": "s", "env": "e", "instance": f"i-{n}"}} for n in (1, 2)]
     rows.append({"instance_id": "x-3", "resolved": False, "outcome": "build failed: boom", "images": {}})
@@ -62,6 +65,7 @@ def test_a_build_only_side_reports_its_bytes_and_no_verdict(monkeypatch):
 
     assert figures["total"] == 100 + 200 + 50 + 40 + 20 and figures["graded"] is False
     assert figures["instance_layer_median"] == 40
+    assert figures["instance_parts_median"] == {"working tree": 30, "git objects": 9, "git, the rest": 1}
     text = "\n".join(script.report("after", figures))
     assert "built only, not graded" in text and "gold resolves" not in text
     assert "NOT built: x-3 (build failed: boom)" in text and "x-1" not in text
