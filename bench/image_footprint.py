@@ -18,9 +18,13 @@ of its own), so a layer shared by many images counts once. Printed per side, the
   gold           every instance's gold patch must resolve on both sides (the footprint must not cost a verdict)
 
 Images the bench built are removed at the end (`--keep` keeps them); the base images are left.
+`--build-only` builds every instance's images as grading does (`image_source(task).grading()`) and runs
+no test: the bytes of a whole repository without its test time; grade a sample (`--instance`) to check
+the verdicts.
 
 Usage: python bench/image_footprint.py --dataset FILE --repos DIR --repo pallets/flask --repo psf/requests
            --before TREE [--after TREE] [--output DIR] [--workers 1] [--keep] [--measure-only]
+           [--build-only] [--instance ID ...] [--sides after] [--image-prefix fp]
   DIR/owner/name: a git clone or mirror of each repository; TREE: a codeagent checkout (default after: here).
 """
 
@@ -58,9 +62,15 @@ def run_side(args: argparse.Namespace) -> None:
     from codeagent.executors.local import LocalExecutor
 
     renamed = rename_images(args.prefix)
-    tasks = [task for repo in args.repo for task in eval_tasks(args.dataset, None, None, repo, None, args.repos)]
-    gold = {task.instance_id: task.gold_patch or "" for task in tasks}
+    only = ",".join(args.instance) or None
+    tasks = [task for repo in args.repo for task in eval_tasks(args.dataset, only, None, repo, None, args.repos)]
     out = Path(args.output)
+    if args.build_only:
+        rows = build_images(tasks, out, args.workers)
+        (out / "side.json").write_text(json.dumps({"prefix": args.prefix, "renamed": renamed, "instances": rows,
+                                                   "graded": False}, indent=1))
+        return
+    gold = {task.instance_id: task.gold_patch or "" for task in tasks}
     # threads: the renaming above is this process's; worker processes would not see it
     reports = grade_batch(tasks, gold, out / "gold", model_name="gold", executor=LocalExecutor(args.workers, threads=True))
     rows = [{"instance_id": report.get("instance_id"), "resolved": bool(report.get("resolved")),
@@ -69,6 +79,27 @@ def run_side(args: argparse.Namespace) -> None:
              "layers_built": report.get("layers_built") or [], "image_seconds": report.get("image_seconds")}
             for report in reports]
     (out / "side.json").write_text(json.dumps({"prefix": args.prefix, "renamed": renamed, "instances": rows}, indent=1))
+
+
+def build_images(tasks: list, out: Path, workers: int) -> list[dict]:
+    """Build every task's images as grading does (`image_source(task).grading()`), running no test."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from codeagent.harness.env_images import image_source
+
+    def build(task) -> dict:
+        row = {"instance_id": task.instance_id, "resolved": False, "statuses": {}, "outcome": "built"}
+        try:
+            facts = image_source(task).grading(out / "build" / task.instance_id).facts
+        except Exception as exc:  # one environment that does not build must not stop the batch
+            return {**row, "outcome": f"build failed: {str(exc)[:300]}", "images": {}, "layers_built": []}
+        print(f"built {task.instance_id}: {len(facts.get('layers_built') or [])} layers, "
+              f"{facts.get('image_seconds')} s", flush=True)
+        return {**row, "images": facts.get("images") or {}, "layers_built": facts.get("layers_built") or [],
+                "image_seconds": facts.get("image_seconds")}
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:  # threads: the renaming is this process's
+        return list(pool.map(build, tasks))
 
 
 def statuses(folder: Path, report: dict) -> dict[str, str]:
@@ -165,12 +196,16 @@ def measure(side: dict) -> dict:
         entry["leftovers"] = leftovers(env)
     instances = [row for row in rows if row["images"].get("instance") in images]
     instance_own = sorted(own[row["images"]["instance"]] for row in instances)
+    parts = [instance_parts(row["images"]["instance"]) for row in instances]
     return {"instances": len(rows), "measured": len(instances), "images": len(images), "total": total,
             "base": base_bytes, "per_instance": total / max(1, len(rows)),
             "per_instance_above_base": (total - base_bytes) / max(1, len(rows)),
             "instance_layer_median": instance_own[len(instance_own) // 2] if instance_own else 0,
-            "envs": envs, "gold": sum(row["resolved"] for row in rows),
-            "not_resolved": [f"{row['instance_id']} ({row['outcome']})" for row in rows if not row["resolved"]]}
+            "instance_parts_median": {part: sorted(found[part] for found in parts)[len(parts) // 2]
+                                      for part in INSTANCE_PARTS} if parts else {},
+            "envs": envs, "gold": sum(row["resolved"] for row in rows), "graded": side.get("graded", True),
+            "not_resolved": [f"{row['instance_id']} ({row['outcome']})" for row in rows
+                             if not row["resolved"] and row["outcome"] != "built"]}
 
 
 # What only building needs, each cleanup's share of an environment image (after: gone)
@@ -188,14 +223,32 @@ def leftovers(image: str) -> dict[str, int]:
     return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(LEFTOVERS)}
 
 
+# What the instance layer holds (only it has /testbed): the files' own bytes, as `find -printf %s` sums them
+INSTANCE_PARTS = {"working tree": "/testbed -path /testbed/.git -prune -o", "git objects": "/testbed/.git/objects",
+                  "git, the rest": "/testbed/.git -path /testbed/.git/objects -prune -o"}
+
+
+def instance_parts(image: str) -> dict[str, int]:
+    """Bytes of each of INSTANCE_PARTS in `image` (a throwaway container, no network)."""
+    script = "; ".join(f"echo {i} $(find {paths} -type f -printf '%s\\n' 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}')"
+                       for i, paths in enumerate(INSTANCE_PARTS.values()))
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", script],
+                          capture_output=True, text=True)
+    sizes = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) == 2)
+    return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(INSTANCE_PARTS)}
+
+
 def report(name: str, figures: dict) -> list[str]:
     lines = [f"## {name}: {figures['instances']} instances, {figures['images']} images, "
-             f"gold resolves {figures['gold']}/{figures['instances']}",
+             + (f"gold resolves {figures['gold']}/{figures['instances']}" if figures.get("graded", True)
+              else "built only, not graded"),
              f"  on disk, all layers once:      {figures['total'] / MB:9.1f} MB  "
              f"(suite bases {figures['base'] / MB:.1f} MB of it)",
              f"  per instance:                  {figures['per_instance'] / MB:9.1f} MB  "
              f"({figures['per_instance_above_base'] / MB:.1f} MB above the bases)",
-             f"  instance layer, median:        {figures['instance_layer_median'] / MB:9.1f} MB",
+             f"  instance layer, median:        {figures['instance_layer_median'] / MB:9.1f} MB  ("
+             + ", ".join(f"{part} {size / MB:.1f}" for part, size in (figures.get("instance_parts_median") or {}).items())
+             + " MB, medians)",
              "  env images (instances): full size / above the suite base / its own in this batch / the env layer alone"]
     for env, entry in sorted(figures["envs"].items()):
         lines.append(f"    {env:44s} ({entry['instances']:2d})  {entry['size'] / MB:7.1f} / {entry['above_base'] / MB:7.1f}"
@@ -204,7 +257,7 @@ def report(name: str, figures: dict) -> list[str]:
         sizes = entry.get("leftovers") or {}
         lines.append(f"    {env}: " + ", ".join(f"{what} {size / MB:.1f} MB" for what, size in sizes.items()))
     if figures["not_resolved"]:
-        lines.append("  gold NOT resolved: " + ", ".join(figures["not_resolved"]))
+        lines.append(("  gold NOT resolved: " if figures.get("graded", True) else "  NOT built: ") + ", ".join(figures["not_resolved"]))
     return lines
 
 
@@ -229,6 +282,10 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the images built")
     parser.add_argument("--measure-only", action="store_true", help="measure the images of an earlier run")
     parser.add_argument("--sides", default="before,after", help="which sides to run and measure")
+    parser.add_argument("--image-prefix", default=PREFIX, help="the images are named PREFIX-SIDE/... (default fp)")
+    parser.add_argument("--instance", action="append", default=[], help="only these instances (repeat)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build the images (as grading does) and measure them; grade nothing")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--prefix", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -243,9 +300,11 @@ def main() -> None:
         folder = out / name
         if not args.measure_only:
             folder.mkdir(parents=True, exist_ok=True)
-            command = [sys.executable, str(Path(__file__).resolve()), "--side", name, "--prefix", f"{PREFIX}-{name}",
+            command = [sys.executable, str(Path(__file__).resolve()), "--side", name, "--prefix", f"{args.image_prefix}-{name}",
                        "--dataset", args.dataset, "--repos", args.repos, "--output", str(folder),
                        "--workers", str(args.workers), "--before", args.before,
+                       *(["--build-only"] if args.build_only else []),
+                       *[item for instance in args.instance for item in ("--instance", instance)],
                        *[item for repo in args.repo for item in ("--repo", repo)]]
             env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
             subprocess.run(command, env=env, cwd=tree, check=True)
