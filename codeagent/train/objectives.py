@@ -36,7 +36,7 @@ def leave_one_out_factors(scored: list[bool], group_size: int) -> list[float]:
     return factors
 
 
-def leave_one_out_class(base):
+def leave_one_out_class(base: Any) -> Any:
     """`base` (GRPOTrainer or a subclass) with the leave-one-out baseline."""
     import torch
 
@@ -90,7 +90,7 @@ class DynamicSampling:
 
     def __call__(self, prompts: list, trainer) -> dict[str, list]:
         out = self.rollouts(prompts, trainer)
-        record = {"event": "dynamic_sampling", "step": getattr(getattr(trainer, "state", None), "global_step", None),
+        record: dict[str, Any] = {"event": "dynamic_sampling", "step": getattr(getattr(trainer, "state", None), "global_step", None),
                   "groups": len(prompts) // self.group_size, "uniform_groups": 0, "rounds": 0,
                   "replaced_groups": 0, "extra_rollouts": 0}
         taken = {str(prompt) for prompt in prompts}
