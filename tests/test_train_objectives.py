@@ -191,3 +191,18 @@ def test_the_7b_recipes_take_32_tasks_x_8_rollouts_per_optimizer_step(name):
     trainer = run.trainer
     per_step = trainer["per_device_train_batch_size"] * trainer["gradient_accumulation_steps"] * processes
     assert trainer["num_generations"] >= 8 and per_step // trainer["num_generations"] >= 32
+
+
+def test_the_recipe_options_build_the_trainer_and_rollout_function(tiny, tmp_path):
+    """What `codeagent train grpo` builds from the recipe: the leave-one-out trainer, the refilling rollouts."""
+    from codeagent.train import grpo
+    from codeagent.train.objectives import DynamicSampling
+    from codeagent.train.recipe import load_recipe
+
+    run = load_recipe("grpo-tiny", [f"model.base={tiny}", f"output_dir={tmp_path}", "rewards.baseline=leave_one_out",
+                                    "rollout.dynamic_sampling=3", "trainer.num_generations=2",
+                                    "trainer.per_device_train_batch_size=2"])
+    trainer, _, rollouts, _ = grpo.build_trainer(run, tasks=[])
+    assert type(trainer).__name__ == "LeaveOneOutTrainer"
+    assert isinstance(trainer.rollout_func, DynamicSampling) and trainer.rollout_func.rollouts is rollouts
+    assert (trainer.rollout_func.rounds, trainer.rollout_func.group_size) == (3, 2)
