@@ -175,11 +175,13 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
                                       *args.grpo_set])
     grpo_adapter = grpo.run(recipe, tasks=train_tasks)
     history = [json.loads(line) for line in (grpo_out / "metrics.jsonl").read_text().splitlines()]
-    steps = [h for h in history if h.get("event") == "rollouts"]
-    print("   step  mean reward  rollouts  masked  uniform groups  seconds")
+    steps = first_per_step(h for h in history if h.get("event") == "rollouts")  # refill rounds: dynamic_sampling
+    refills = {h["step"]: h for h in history if h.get("event") == "dynamic_sampling"}
+    print("   step  mean reward  rollouts  masked  uniform groups  refilled  seconds")
     for entry in steps:
+        refilled = refills.get(entry["step"], {}).get("replaced_groups", 0)
         print(f"   {entry['step']:>4}  {entry['reward_mean']:>11.3f}  {entry['rollouts']:>8}  {entry['masked']:>6}"
-              f"  {entry['uniform_groups']:>7}/{entry['groups']:<6}  {entry['seconds']:>7.1f}", flush=True)
+              f"  {entry['uniform_groups']:>7}/{entry['groups']:<6}  {refilled:>8}  {entry['seconds']:>7.1f}", flush=True)
     timings["grpo"] = time.monotonic() - t
 
     t = stage(f"[seed {seed}] held-out tasks: {args.eval_rollouts} fresh rollouts per task, SFT vs GRPO")
@@ -194,9 +196,19 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
     return {"seed": seed, "sft_held_out": before, "grpo_held_out": after, "ratio": ratio, "probes": probes,
             "curve": [{"step": e["step"], "reward_mean": round(e["reward_mean"], 4), "masked": e["masked"],
                        "uniform_groups": e["uniform_groups"], "groups": e["groups"],
+                       "refilled_groups": refills.get(e["step"], {}).get("replaced_groups", 0),
                        "seconds": e["seconds"]} for e in steps],
+            "grpo_set": list(args.grpo_set),
             "timings": {k: round(v, 1) for k, v in timings.items()},
             "seconds": round(time.monotonic() - started, 1), "load_start": load_start, "load_end": load_average()}
+
+
+def first_per_step(entries) -> list[dict]:
+    """The first generation round of each step (the batch as sampled; dynamic sampling adds refill rounds)."""
+    seen: dict[int, dict] = {}
+    for entry in entries:
+        seen.setdefault(entry["step"], entry)
+    return list(seen.values())
 
 
 def markdown(report: dict) -> str:
@@ -234,10 +246,13 @@ def markdown(report: dict) -> str:
             sft, grpo = s["probes"]["sft"], s["probes"]["grpo"]
             lines.append(f"| {s['seed']} | {sft['verb']:.3f} | {sft['edit_given_verb']:.3f} | {grpo['verb']:.3f} | "
                          f"{grpo['edit_given_verb']:.3f} |")
-    lines += ["", "## Training reward per GRPO step (mean over the step's rollouts, training tasks)", ""]
+    lines += ["", "## Training reward per GRPO step (mean over the step's rollouts as first sampled, training tasks)",
+              ""]
     for s in seeds:
         curve = " ".join(f"{e['reward_mean']:.2f}" for e in s["curve"])
-        lines.append(f"- seed {s['seed']}: {curve}")
+        refilled = sum(e.get("refilled_groups", 0) for e in s["curve"])
+        lines.append(f"- seed {s['seed']}: {curve}" + (f" (groups refilled by dynamic sampling: {refilled})"
+                                                       if refilled else ""))
     lines += ["", "## Held-out reward per task", "", "| seed | arm | " + " | ".join(report["held_out_ids"]) + " |",
               "|---|---|" + "---|" * len(report["held_out_ids"])]
     for s in seeds:

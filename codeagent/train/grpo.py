@@ -4,6 +4,10 @@ Loss options go to TRL as they are (`trainer.loss_type: dapo | dr_grpo | grpo`, 
 `epsilon_high` for clip-higher, `beta` = 0 i.e. no KL by default, `scale_rewards`, ...). The sampling
 temperature is `rollout.temperature`, used both to generate and in the loss.
 
+Objective options TRL does not have (objectives.py): `rewards.baseline: leave_one_out` and DAPO dynamic
+sampling that refills the batch (`rollout.dynamic_sampling`). GSPO and CISPO are TRL's
+(`trainer.importance_sampling_level: sequence`, `trainer.loss_type: cispo`).
+
 `rollout.asynchronous: true`: rollout workers keep sampling from versioned copies of the policy while the
 trainer steps, stale groups are dropped, and the loss corrects for the sampler with the logprobs it
 recorded (async_rollouts.py, offpolicy.py).
@@ -137,6 +141,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     if recipe.rollout.asynchronous:
         trainer_class, rollout_func, publish = _asynchronous(recipe, rollouts, tasks)
         callbacks.append(publish)
+    trainer_class, rollout_func = _objectives(recipe, trainer_class, rollout_func, tasks)
     trainer = trainer_class(
         model=model, reward_funcs=[rewards.reward_function(name) for name, _ in components], args=args,
         train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config_for(model, recipe),
@@ -149,6 +154,9 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
         publish.trainer = trainer
         trainer.off_policy_mode, trainer.off_policy_cap = recipe.rollout.off_policy_correction, recipe.rollout.off_policy_cap
         trainer.on_batch = rollout_func.on_loss_statistics
+    if recipe.rollout.dynamic_sampling and trainer.accelerator.num_processes > 1:
+        raise TrainError("rollout.dynamic_sampling runs in one training process for now (each rank holds part of a "
+                         "group, and ranks would refill different numbers of groups); set it to 0")
     if evaluation is not None:
         evaluation.trainer = trainer
     rollouts.evaluation = evaluation
@@ -157,6 +165,21 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     if evaluation is not None:
         summary["held_out_tasks"] = [task.instance_id for task in evaluation.tasks]
     return trainer, tokenizer, rollouts, summary
+
+
+def _objectives(recipe: Recipe, trainer_class, rollout_func, tasks: list):
+    """The objective options TRL does not have (objectives.py): leave-one-out baseline, dynamic sampling."""
+    from .objectives import DynamicSampling, leave_one_out_class
+
+    if recipe.rewards.baseline == "leave_one_out":
+        trainer_class = leave_one_out_class(trainer_class)
+    if recipe.rollout.dynamic_sampling:
+        if recipe.rollout.asynchronous:
+            raise TrainError("rollout.dynamic_sampling refills a step's batch as it is made; async rollouts are "
+                             "made ahead by the workers: set rollout.dynamic_sampling=0 (or drop_uniform_groups)")
+        rollout_func = DynamicSampling(rollout_func, tasks, rounds=recipe.rollout.dynamic_sampling,
+                                       group_size=int(recipe.trainer.get("num_generations", 8)), seed=recipe.seed)
+    return trainer_class, rollout_func
 
 
 def _asynchronous(recipe: Recipe, rollouts, tasks: list):
@@ -183,8 +206,9 @@ def run(recipe: Recipe, *, callbacks=(), store=None, tasks: list | None = None) 
         {"event": "rollouts", **{k: v for k, v in entry.items() if k != "trajectory_ids"}})
     rollouts.on_eval = metrics.write
     producer = getattr(trainer, "rollout_func", None) if recipe.rollout.asynchronous else None
-    if producer is not None:
-        producer.on_record = lambda record: metrics.write({k: v for k, v in record.items() if k != "trajectory_ids"})
+    if producer is not None or recipe.rollout.dynamic_sampling:
+        trainer.rollout_func.on_record = lambda record: metrics.write(
+            {k: v for k, v in record.items() if k != "trajectory_ids"})
     try:
         final = train(trainer, recipe, metrics)
     finally:

@@ -154,6 +154,9 @@ class RolloutSection(_Strict):
     mask_truncated: bool = True  # a reply cut at max_tokens, or a sequence longer than max_completion_length
     # A group whose rewards are all equal has no signal; always counted, left out of the loss when true.
     drop_uniform_groups: bool = False
+    # DAPO dynamic sampling (train/objectives.py): such groups are replaced by newly sampled groups of other
+    # tasks, for up to this many extra generation rounds per step (0: off); counted in metrics.jsonl.
+    dynamic_sampling: int = Field(default=0, ge=0)
     # Periodic evaluation on the held-out tasks (data.held_out): every N optimizer steps (0: never),
     # `eval_samples` rollouts per task with the current policy; pass@1 and pass@eval_samples are logged.
     eval_every: int = 0
@@ -176,6 +179,12 @@ class RewardsSection(_Strict):
     steps: float = 0.0  # weight of the gated step reward (G-RA)
     steps_gate: float = 1.0  # step rewards count only when the outcome reward reaches this
     step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = ["well_formed", "tool_ok"]
+    # How the gated step rewards make the return: summed (G-RA's accumulation: longer runs earn more), or
+    # averaged over the steps (in [0, 1] whatever the run's length).
+    steps_aggregate: Literal["sum", "mean"] = "sum"
+    # The baseline an advantage is measured from: TRL's group mean, or the mean of the other members of the
+    # group (leave_one_out, RLOO; train/objectives.py).
+    baseline: Literal["group_mean", "leave_one_out"] = "group_mean"
     # A patch that touches test infrastructure (conftest.py, test settings, test files: see
     # codeagent/harness/integrity.py) earns 0 on every component ("zero"), or is rewarded as graded ("allow").
     test_infrastructure: Literal["zero", "allow"] = "zero"

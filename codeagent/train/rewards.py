@@ -8,10 +8,11 @@
   an empty patch or one in which no file change can be read, gets -1.
 - steps (G-RA, gated reward accumulation, Sun et al. 2025): each step earns an immediate reward (the mean of the chosen
   signals: a well-formed reply, tool calls that succeeded, an edit made, tests run); these step
-  rewards are accumulated (summed) into the return only when the outcome reward reaches the gate
+  rewards are accumulated into the return (summed, or averaged over the steps with
+  `steps_aggregate: mean`, which a long run cannot inflate) only when the outcome reward reaches the gate
   `steps_gate`; otherwise they contribute nothing. Process rewards thus refine runs that succeeded
   and never pay for a failed one. The per-step values are kept, per step, on the trajectory
-  (`step_rewards`); TRL's loss takes one number per sequence, so the gated sum is what trains.
+  (`step_rewards`); TRL's loss takes one number per sequence, so the gated sum (or mean) is what trains.
 
 An infrastructure failure (a rollout that crashed, a harness error while grading) has no reward at
 all: None, which TRL (1.x) leaves out of the loss, never a 0 the policy would be punished with.
@@ -130,6 +131,13 @@ def gated_steps(step_values: list[float], outcome: float, gate: float) -> list[f
     return list(step_values) if outcome >= gate else [0.0 for _ in step_values]
 
 
+def aggregate(step_values: list[float], how: str = "sum") -> float:
+    """The steps' share of the return: their sum (G-RA's accumulation) or their mean (0 with no steps)."""
+    if how == "mean":
+        return sum(step_values) / len(step_values) if step_values else 0.0
+    return sum(step_values)
+
+
 def compute(trajectory, *, resolved: bool, gold_patch: str | None, weights: RewardsSection,
             distrust: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Every component, the gate, the per-step rewards and the weighted total. `distrust`: why the
@@ -142,11 +150,11 @@ def compute(trajectory, *, resolved: bool, gold_patch: str | None, weights: Rewa
     similarity = patch_similarity(trajectory.patch, gold_patch) if weights.similarity else 0.0
     raw = step_rewards(trajectory, weights.step_signals) if weights.steps else []
     gated = gated_steps(raw, outcome, weights.steps_gate)
-    steps = sum(gated)
+    steps = aggregate(gated, weights.steps_aggregate)
     total = weights.resolved * outcome + weights.similarity * (similarity or 0.0) + weights.steps * steps
     result: dict[str, Any] = {"resolved": outcome,
                               "similarity": None if similarity is None else round(similarity, 6),
-                              "steps": round(steps, 6), "steps_ungated": round(sum(raw), 6),
+                              "steps": round(steps, 6), "steps_ungated": round(aggregate(raw, weights.steps_aggregate), 6),
                               "total": round(total, 6)}
     if weights.steps:
         result["step_rewards"] = [round(value, 6) for value in gated]
