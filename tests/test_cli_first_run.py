@@ -76,8 +76,11 @@ def test_doctor_says_what_is_ready_and_what_to_fix(tmp_path, env, base_image, mo
     proc = codeagent("doctor", "--json", "--model", "hosted_vllm/served", "--api-base", model_server, env=env, cwd=clone)
     found = json.loads(proc.stdout)
     statuses = {check["name"]: check["status"] for check in found["checks"]}
-    assert proc.returncode == 0 and found["ok"], proc.stdout
-    assert statuses == {"docker": "ok", "base image": "ok", "model": "ok", "model server": "ok", "git": "ok", "disk": "ok"}
+    # the disk check reads this machine's free space (under 10 GiB warns), which the test does not control
+    disk = statuses.pop("disk")
+    assert disk in ("ok", "warn")
+    assert proc.returncode == (0 if disk == "ok" else 1) and found["ok"] == (disk == "ok"), proc.stdout
+    assert statuses == {"docker": "ok", "base image": "ok", "model": "ok", "model server": "ok", "git": "ok"}
     assert ModelList.seen == ["/v1/models"]  # one cheap request, nothing generated
 
     (clone / "shop" / "cart.py").write_text("# my edit\n")
