@@ -213,14 +213,19 @@ LEFTOVERS = {"apt cache": "/var/cache/apt", "apt lists": "/var/lib/apt/lists", "
              "man/info pages": "/usr/share/man /usr/share/info", "pip cache": "/root/.cache/pip"}
 
 
-def leftovers(image: str) -> dict[str, int]:
-    """Bytes under each of LEFTOVERS' paths in `image` (du in a throwaway container, no network)."""
-    script = "; ".join(f"echo {i} $(du -sxbc {paths} 2>/dev/null | tail -1 | cut -f1)"
-                       for i, paths in enumerate(LEFTOVERS.values()))
+def sizes_in(image: str, paths: dict[str, str], measure: str) -> dict[str, int]:
+    """Bytes of each entry of `paths` in `image`, as `measure` (a shell command with {paths}) prints them, run in
+    a throwaway container with no network."""
+    script = "; ".join(f"echo {i} $({measure.format(paths=where)})" for i, where in enumerate(paths.values()))
     proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", script],
                           capture_output=True, text=True)
     sizes = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) == 2)
-    return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(LEFTOVERS)}
+    return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(paths)}
+
+
+def leftovers(image: str) -> dict[str, int]:
+    """Bytes under each of LEFTOVERS' paths in `image` (du)."""
+    return sizes_in(image, LEFTOVERS, "du -sxbc {paths} 2>/dev/null | tail -1 | cut -f1")
 
 
 # What the instance layer holds (only it has /testbed): the files' own bytes, as `find -printf %s` sums them
@@ -229,13 +234,8 @@ INSTANCE_PARTS = {"working tree": "/testbed -path /testbed/.git -prune -o", "git
 
 
 def instance_parts(image: str) -> dict[str, int]:
-    """Bytes of each of INSTANCE_PARTS in `image` (a throwaway container, no network)."""
-    script = "; ".join(f"echo {i} $(find {paths} -type f -printf '%s\\n' 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}')"
-                       for i, paths in enumerate(INSTANCE_PARTS.values()))
-    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", script],
-                          capture_output=True, text=True)
-    sizes = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) == 2)
-    return {name: int(sizes.get(str(i), 0)) for i, name in enumerate(INSTANCE_PARTS)}
+    """Bytes of each of INSTANCE_PARTS in `image` (the files' own sizes, summed)."""
+    return sizes_in(image, INSTANCE_PARTS, "find {paths} -type f -printf '%s\\n' 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}'")
 
 
 def report(name: str, figures: dict) -> list[str]:

@@ -4,7 +4,6 @@ wheels it travels with are the project's locked versions."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -13,17 +12,14 @@ import sys
 from pathlib import Path
 
 from codeagent.train.memory import PHASE_TERMS
+from tests.support.bench_scripts import load_bench_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "gpu_grpo_step.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_grpo_step", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("gpu_grpo_step")
 
 
 def test_scripted_rollout_is_chained_with_the_observations_masked():

@@ -3,20 +3,13 @@ test run, and the figures of such a side say it was not graded."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "bench" / "image_footprint.py"
+from tests.support.bench_scripts import load_bench_script
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("image_footprint", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("image_footprint")
 
 
 def test_build_only_builds_through_grading_and_keeps_going_past_a_failure(monkeypatch, tmp_path):

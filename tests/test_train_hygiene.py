@@ -9,6 +9,7 @@ import json
 import pytest
 
 from codeagent.train import TrainError
+from tests.support.trajectories import edit_test_submit
 
 GOLD = ("diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,3 @@\n def f():\n-    return 1\n"
         "+    return 2\n x = 0\n")
@@ -48,24 +49,6 @@ def test_swe_rl_gives_minus_one_for_an_empty_or_malformed_answer():
 
 # -- G-RA ---------------------------------------------------------------------------------------------
 
-def _trajectory(patch: str | None = "diff --git a/a.py b/a.py\n"):
-    from codeagent.trajectory.schema import Step, ToolCallStats, Trajectory
-
-    def call(call_id, name, arguments):
-        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-
-    turns = [("c1", "bash", {"command": "sed -i 's/1/2/' a.py"}, 0),
-             ("c2", "bash", {"command": "python -m pytest -q"}, 1),
-             ("c3", "submit", {}, None)]
-    messages, steps = [], []
-    for index, (call_id, name, arguments, exit_code) in enumerate(turns):
-        steps.append(Step(index=index, first_message=len(messages), message_count=2,
-                          tool_calls=[ToolCallStats(id=call_id, name=name, exit_code=exit_code)]))
-        messages += [{"role": "assistant", "content": "", "tool_calls": [call(call_id, name, arguments)]},
-                     {"role": "tool", "tool_call_id": call_id, "content": "ok"}]
-    return Trajectory(id="t", messages=messages, steps=steps, patch=patch, exit_status="submitted")
-
-
 def test_gra_accumulates_step_rewards_only_past_the_gate_and_counts_bash_edits():
     """Hand-computed with signals well_formed, tool_ok, edited, tested:
     step 1 (sed -i, ok): 1, 1, 1 (an edit through bash), 0 -> 0.75; step 2 (pytest, exit 1): 1, 0, 0, 1
@@ -76,10 +59,10 @@ def test_gra_accumulates_step_rewards_only_past_the_gate_and_counts_bash_edits()
 
     weights = RewardsSection(resolved=1.0, steps=0.5, steps_gate=1.0,
                              step_signals=["well_formed", "tool_ok", "edited", "tested"])
-    won = rewards.compute(_trajectory(), resolved=True, gold_patch=None, weights=weights)
+    won = rewards.compute(edit_test_submit(), resolved=True, gold_patch=None, weights=weights)
     assert won["step_rewards"] == [0.75, 0.5, 0.5] and won["steps"] == 1.75
     assert won["total"] == pytest.approx(1.0 + 0.5 * 1.75)
-    lost = rewards.compute(_trajectory(), resolved=False, gold_patch=None, weights=weights)
+    lost = rewards.compute(edit_test_submit(), resolved=False, gold_patch=None, weights=weights)
     assert lost["step_rewards"] == [0.0, 0.0, 0.0] and lost["steps"] == 0.0 and lost["total"] == 0.0
     assert lost["steps_ungated"] == 1.75
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from codeagent.train import TrainError
-from tests.test_train_hygiene import _trajectory
+from tests.support.trajectories import edit_test_submit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,10 +156,10 @@ def test_gra_step_rewards_averaged_not_summed():
 
     weights = load_recipe("grpo-tiny", ["model.base=unused", "rewards.steps=0.5", "rewards.steps_aggregate=mean",
                                         "rewards.step_signals=[well_formed, tool_ok, edited, tested]"]).rewards
-    won = rewards.compute(_trajectory(), resolved=True, gold_patch=None, weights=weights)
+    won = rewards.compute(edit_test_submit(), resolved=True, gold_patch=None, weights=weights)
     assert won["step_rewards"] == [0.75, 0.5, 0.5] and won["steps"] == pytest.approx(1.75 / 3, abs=1e-6)
     assert won["total"] == pytest.approx(1.0 + 0.5 * 1.75 / 3, abs=1e-6)
-    lost = rewards.compute(_trajectory(), resolved=False, gold_patch=None, weights=weights)
+    lost = rewards.compute(edit_test_submit(), resolved=False, gold_patch=None, weights=weights)
     assert lost["steps"] == 0.0 and lost["steps_ungated"] == pytest.approx(1.75 / 3, abs=1e-6)
 
 
