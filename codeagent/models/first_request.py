@@ -5,7 +5,9 @@ server thinks, and the reply is put together by litellm as before (the same resp
 Taken only where litellm would send the request as it is: a `openai/` or `hosted_vllm/` name at an
 api_base, no extra litellm options, a name litellm's price table has no entry for (litellm then assumes
 native tool calling and knows no price), and a conversation of system and user text only (a run's
-first prompt). Any failure (no connection, an HTTP error, a stream cut short) hands the request to
+first prompt). A server that answers with an error status has failed the run's first attempt, judged
+as litellm's error would be (`ServerStatus`: retried with backoff and reported, or the run's model error,
+with the server's words); any other failure (no connection, a stream cut short) hands the request to
 litellm, whose retries and error messages are the ones a run always had.
 """
 
@@ -25,6 +27,28 @@ from . import progress
 KEYS = {"openai": ("OPENAI_API_KEY", None), "hosted_vllm": ("HOSTED_VLLM_API_KEY", "fake-api-key")}
 # litellm's own arguments, not the server's
 LITELLM_ONLY = ("model", "timeout", "num_retries", "max_retries", "drop_params", "api_base", "api_key", "extra_body")
+
+
+class ServerStatus(Exception):
+    """A status the server answered the first request with; `status_code` and `response` as litellm's
+    errors carry them, so that the retry logic judges it (and reads its retry-after) the same way."""
+
+    def __init__(self, status_code: int, message: str, response: Any):
+        super().__init__(f"{status_code}: {message}")
+        self.status_code = status_code
+        self.response = response
+
+
+def error_message(raw: bytes) -> str:
+    """The server's own words for a failed request: its JSON error's message, else the body's start."""
+    try:
+        error = json.loads(raw).get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if isinstance(message, str) and message:
+            return message[:400]
+    except (ValueError, AttributeError):
+        pass
+    return raw[:400].decode("utf-8", "replace")
 
 
 def provider_of(name: str, api_base: str | None, extra: dict) -> str | None:

@@ -102,6 +102,11 @@ def _classify(litellm, error: Exception, model: str) -> _Retry:
     status = getattr(error, "status_code", None)
     if isinstance(status, int) and (status >= 500 or status in (408, 409, 429)):
         return _Retry(error, _retry_after(error))
+    if status in (401, 403):  # a server answered codeagent's own first request (models/first_request.py)
+        raise ModelConfigError(f"model {model!r} rejected the API key ({text}); check the key for this provider "
+                               "(its environment variable)") from error
+    if status == 404:
+        raise ModelConfigError(f"model {model!r} not found ({text}); check the model name and api_base") from error
     if isinstance(error, (e.BadRequestError, e.UnprocessableEntityError, e.APIError)) or (
         isinstance(status, int) and 400 <= status < 500
     ):

@@ -175,12 +175,16 @@ class LiteLLMModel:
             request["stream_options"] = {"include_usage": True}
         deadline = time.monotonic() + self.total_timeout if self.total_timeout else None
         try:
-            response = self._send_light(request, deadline) if light else None
+            failed = None
+            try:
+                response = self._send_light(request, deadline) if light else None
+            except first_request.ServerStatus as status:
+                response, failed = None, _classify(_LOADER.wait(), status, self.name)  # its first attempt
             if light and cancelled():
                 raise ModelUnavailable(f"model {self.name!r}: the call was cancelled")
             litellm = _LOADER.wait() if light else litellm
             if response is None:
-                response = self._call_with_retries(litellm, request, deadline)
+                response = self._call_with_retries(litellm, request, deadline, failed)
         finally:
             self._light = None if light else self._light  # one light request: litellm is there for the rest
         return self._to_response(litellm, response, native, tool_names(tools))
@@ -203,7 +207,8 @@ class LiteLLMModel:
                 answer = client.send(sent, stream=True)
                 try:
                     if answer.status_code != 200:
-                        return None
+                        raise first_request.ServerStatus(
+                            answer.status_code, first_request.error_message(answer.read()), answer)
                     whole = answer.headers.get("content-type", "").startswith("application/json")
                     reply: Any = json.loads(answer.read()) if whole else first_request.read_events(answer)
                 finally:
@@ -360,20 +365,17 @@ class LiteLLMModel:
             f"{missing[0]}=...), or for a self-hosted server give its address (--api-base or model.api_base)"
         )
 
-    def _call_with_retries(self, litellm, request: dict, deadline: float | None = None):
+    def _call_with_retries(self, litellm, request: dict, deadline: float | None = None,
+                           failed: _Retry | None = None):
+        """litellm's call, retried; `failed`: the first attempt, already made and failed (first_request)."""
         attempt = 0
         while True:
-            if deadline is not None:
-                request["timeout"] = max(0.1, min(self.timeout, deadline - time.monotonic()))
-            try:
-                response = litellm.completion(**request)
-                if request.get("stream"):
-                    response = _read_stream(litellm, response, request["messages"])
-                if not response.model_dump().get("choices"):
-                    raise _Retry(RuntimeError(f"provider returned no choices: {response}"[:400]))
-                return response
-            except Exception as error:
-                retry = error if isinstance(error, _Retry) else _classify(litellm, error, self.name)
+            if failed is not None:
+                retry, failed = failed, None
+            else:
+                retry = self._attempt(litellm, request, deadline)
+                if not isinstance(retry, _Retry):
+                    return retry
             if cancelled():  # the caller gave up on this call (an interrupt, its time limit): no more attempts
                 raise ModelUnavailable(f"model {self.name!r}: the call was cancelled") from retry.cause
             delay = min(self.backoff_max, self.backoff_base * 2**attempt)
@@ -401,6 +403,20 @@ class LiteLLMModel:
                 log.warning("model %s: %s; retry %d/%d in %.1fs", self.name, reason, attempt, retries, delay)
             if pause(delay):
                 raise ModelUnavailable(f"model {self.name!r}: the call was cancelled") from retry.cause
+
+    def _attempt(self, litellm, request: dict, deadline: float | None):
+        """One call through litellm: its response, or the _Retry its failure is worth (others raise)."""
+        if deadline is not None:
+            request["timeout"] = max(0.1, min(self.timeout, deadline - time.monotonic()))
+        try:
+            response = litellm.completion(**request)
+            if request.get("stream"):
+                response = _read_stream(litellm, response, request["messages"])
+            if not response.model_dump().get("choices"):
+                raise _Retry(RuntimeError(f"provider returned no choices: {response}"[:400]))
+            return response
+        except Exception as error:
+            return error if isinstance(error, _Retry) else _classify(litellm, error, self.name)
 
     def _to_response(self, litellm, response, native: bool, known_tools: list[str]) -> ModelResponse:
         raw = response.model_dump()
