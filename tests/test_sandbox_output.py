@@ -8,36 +8,13 @@ import pytest
 
 from codeagent.sandbox.output import BoundedOutput
 from codeagent.sandbox.shell import ShellSession
-
-
-class Scripted:
-    """A transport that answers each command with `output` and the marker line, cut at the given sizes."""
-
-    def __init__(self, session_marker: bytes, output: bytes, sizes: list[int]):
-        self.stream = output + session_marker + b" 7 /work/dir\n"
-        self.sizes = sizes
-
-    def send(self, data: bytes) -> None:
-        pass
-
-    def recv(self, timeout: float) -> bytes | None:
-        if not self.stream:
-            return b""
-        size = self.sizes.pop(0) if self.sizes else len(self.stream)
-        chunk, self.stream = self.stream[:size], self.stream[size:]
-        return chunk
-
-    def close(self) -> None:
-        pass
-
-    def exit_code(self) -> int | None:
-        return None
+from tests.support.transports import ScriptedTransport
 
 
 def parse(output: bytes, sizes: list[int], limit: int = 1 << 20):
     session = ShellSession(lambda: None, state_dir="/tmp/s", workdir="/", kill_children=lambda pid: True,
                            hard_reset=lambda: None, output_limit=limit)
-    session._transport = Scripted(session._marker, output, sizes)
+    session._transport = ScriptedTransport(output + session._marker + b" 7 /work/dir\n", sizes)  # type: ignore[assignment]
     captured = BoundedOutput(limit)
     return session._read_until_marker(captured, None), captured
 

@@ -10,30 +10,16 @@ import pytest
 
 from codeagent.sandbox.output import BoundedOutput, PhraseWatch
 from codeagent.sandbox.shell import ShellSession
+from tests.support.transports import ScriptedTransport
 
 PHRASE = "File size limit exceeded"
-
-
-class Scripted:
-    def __init__(self, stream: bytes, sizes: list[int]):
-        self.stream, self.sizes = stream, sizes
-
-    def send(self, data: bytes) -> None:
-        pass
-
-    def recv(self, timeout: float) -> bytes | None:
-        if not self.stream:
-            return b""
-        size = self.sizes.pop(0) if self.sizes else len(self.stream)
-        chunk, self.stream = self.stream[:size], self.stream[size:]
-        return chunk
 
 
 def watched(output: bytes, sizes: list[int], cwd: bytes = b"/work/dir", limit: int = 1 << 20):
     session = ShellSession(lambda: None, state_dir="/tmp/s", workdir="/", kill_children=lambda pid: True,
                            hard_reset=lambda: None, output_limit=limit)
     session.watch = (PHRASE, "other phrase")
-    session._transport = Scripted(output + session._marker + b" 0 " + cwd + b"\n", sizes)  # type: ignore[assignment]
+    session._transport = ScriptedTransport(output + session._marker + b" 0 " + cwd + b"\n", sizes)  # type: ignore[assignment]
     phrases = PhraseWatch(session.watch)
     captured = BoundedOutput(limit)
     status = session._read_until_marker(captured, None, phrases)

@@ -13,8 +13,9 @@ API the issue asks for) fails there for real, as a pytest collection error does.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..agent.prompts import render
 from ..config import Config
@@ -78,20 +79,25 @@ def write_reproduction(task: Task, config: Config, model: Model,
 def score_reproduction(source: str | RepoTest, candidates: list[Candidate], sandbox_factory: SandboxFactory,
                        timeout: float) -> None:
     """scores["reproduction"] = 1.0 when the kept test passes with the candidate's patch."""
-    if isinstance(source, RepoTest):
-        _score_in_language(source, candidates, sandbox_factory, timeout)
-        return
+    judge: Callable[[Any, Any, float], tuple[bool, str]] = (
+        _judge_in_language if isinstance(source, RepoTest) else _judge_python)
     for candidate in candidates:
         if not candidate.usable:
             continue
         with sandbox_factory() as sandbox:
             if not _applied(sandbox, candidate):
                 continue
-            sandbox.write_file(TEST_PATH, source)
-            outcome = sandbox.run(reproduction_command(), timeout=timeout)
-        candidate.scores["reproduction"] = 1.0 if outcome.exit_code == 0 else 0.0
-        candidate.details["reproduction"] = "passes" if outcome.exit_code == 0 else \
-            f"fails (exit {outcome.exit_code}): {outcome.output.strip()[-300:]}"
+            passes, detail = judge(sandbox, source, timeout)
+        candidate.scores["reproduction"] = 1.0 if passes else 0.0
+        candidate.details["reproduction"] = detail
+
+
+def _judge_python(sandbox, source, timeout: float) -> tuple[bool, str]:
+    sandbox.write_file(TEST_PATH, source)
+    outcome = sandbox.run(reproduction_command(), timeout=timeout)
+    if outcome.exit_code == 0:
+        return True, "passes"
+    return False, f"fails (exit {outcome.exit_code}): {outcome.output.strip()[-300:]}"
 
 
 def _language_report(task: Task) -> TestReport | None:
@@ -160,20 +166,12 @@ def _applied(sandbox, candidate: Candidate) -> bool:
     return True
 
 
-def _score_in_language(test: RepoTest, candidates: list[Candidate], sandbox_factory: SandboxFactory,
-                       timeout: float) -> None:
-    for candidate in candidates:
-        if not candidate.usable:
-            continue
-        with sandbox_factory() as sandbox:
-            if not _applied(sandbox, candidate):
-                continue
-            for path, text in test.files:
-                sandbox.write_file(path, text)
-            statuses = _statuses(sandbox, test.report, timeout)
-        new = {name: status for name, status in statuses.items() if name not in test.before}
-        passes = bool(new) and all(status in PASSING for status in new.values())
-        candidate.scores["reproduction"] = 1.0 if passes else 0.0
-        failing = sorted(name for name, status in new.items() if status not in PASSING)
-        candidate.details["reproduction"] = "passes" if passes else \
-            (f"fails: {', '.join(failing[:10])}" if failing else "fails: the reproduction test did not run")
+def _judge_in_language(sandbox, test: RepoTest, timeout: float) -> tuple[bool, str]:
+    for path, text in test.files:
+        sandbox.write_file(path, text)
+    statuses = _statuses(sandbox, test.report, timeout)
+    new = {name: status for name, status in statuses.items() if name not in test.before}
+    if new and all(status in PASSING for status in new.values()):
+        return True, "passes"
+    failing = sorted(name for name, status in new.items() if status not in PASSING)
+    return False, f"fails: {', '.join(failing[:10])}" if failing else "fails: the reproduction test did not run"
