@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
@@ -137,6 +138,19 @@ def test_diff_covers_new_deleted_and_binary_files_and_applies(box, tmp_path):
     assert (clone / "data" / "new.bin").read_bytes() == b"\x00\x01\x02"
     assert not (clone / "old.txt").exists()
     assert (clone / "app.py").read_text() == box.read_file("app.py").decode()
+
+
+def test_an_edit_of_the_same_size_in_the_second_the_index_was_written_is_in_the_diff(box):
+    # git compares stat times in whole seconds: such an edit looks clean unless the index copy the diff
+    # uses keeps the index's own time (git then re-reads "racily clean" files). CI lost a subagent's edit so.
+    same_second = box.run(
+        "while [ \"$(date +%N | cut -c1)\" -gt 2 ]; do sleep 0.02; done; "
+        "touch app.py && git update-index -q --refresh && "
+        "printf 'def greet(name):\\n    return %s + name\\n' \"'HELLO '\" > app.py && "
+        "[ \"$(stat -c %Y .git/index)\" = \"$(stat -c %Y app.py)\" ] && echo same-second")
+    assert same_second.output.strip() == "same-second", same_second.output
+    time.sleep(1.1)  # the diff's copy of the index is made in a later second
+    assert "+    return 'HELLO ' + name" in box.diff()
 
 
 def test_the_users_checkout_is_never_modified(box):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -68,6 +69,21 @@ def test_the_same_files_give_the_same_commit_and_it_resolves_again(make_repo):
     again = snapshot(repo, first.commit)  # a resumed session's base
     assert again.commit == first.commit and again.working_tree.base == git(repo, "rev-parse", "HEAD").strip()
     assert snapshot(repo).commit == git(repo, "rev-parse", "HEAD").strip()  # without working_tree: HEAD, as before
+
+
+def test_an_edit_of_the_same_size_in_the_second_the_index_was_written_is_taken(make_repo):
+    # git compares stat times in whole seconds: the copy of the user's index must keep the index's time,
+    # or git takes such a file for unchanged (as the sandbox's diff once lost a subagent's edit)
+    repo = make_repo({"a.txt": "base\n"})
+    while time.time() % 1 > 0.3:
+        time.sleep(0.02)
+    os.utime(repo / "a.txt")
+    git(repo, "update-index", "-q", "--refresh")
+    (repo / "a.txt").write_text("mine\n")
+    assert int((repo / ".git" / "index").stat().st_mtime) == int((repo / "a.txt").stat().st_mtime)
+    time.sleep(1.1)
+    snap = snapshot(repo, working_tree=True)
+    assert tree_of(snap)["a.txt"] == ("100644", b"mine\n") and snap.working_tree.changed == ("a.txt",)
 
 
 def test_a_repository_with_no_commit_yet(tmp_path):

@@ -80,11 +80,13 @@ def parse_list_dir(path: str, result: CommandResult) -> list[FileEntry]:
 
 def diff_script(workdir: str, out: str, exclude: list[str]) -> str:
     """The workspace's change against the base commit, new and binary files included, written
-    to `out`. A throwaway index is used so the agent's own `git status` is left as it was."""
+    to `out`. A throwaway index is used so the agent's own `git status` is left as it was; it is copied
+    with its time (`cp -p`): git compares stat times in whole seconds and re-reads a file changed in the
+    second its index was written only when the index's own time says so (same size edits were lost)."""
     pathspec = " ".join(shlex.quote(f":(exclude){pattern}") for pattern in exclude)
     index = f"{out}.index"
     return (
-        f"( cd {shlex.quote(workdir)} && cp .git/index {index} 2>/dev/null; "
+        f"( cd {shlex.quote(workdir)} && cp -p .git/index {index} 2>/dev/null; "
         f"export GIT_INDEX_FILE={index}; git add -A -- . {pathspec} && "
         f"git diff --cached --binary --no-color --no-ext-diff {BASE_TAG} -- . {pathspec} > {out}; "
         f"s=$?; rm -f {index}; exit $s )"

@@ -92,7 +92,9 @@ def snapshot_working_tree(top: Path, git_dir: Path | None, store: Path,
             index = Path(_out(git + ["rev-parse", "--git-path", "index"]).strip())
             index = index if index.is_absolute() else top / index
             if index.is_file():
-                shutil.copyfile(index, env["GIT_INDEX_FILE"])  # read only: its stat cache spares re-reading files
+                # read only: its stat cache spares re-reading files; its time kept, as git judges "racily
+                # clean" files by it (stat times compared in whole seconds: a same-size edit looked unchanged)
+                shutil.copy2(index, env["GIT_INDEX_FILE"])
             elif base:
                 _out(git + ["read-tree", base], env)
         else:
