@@ -4,7 +4,10 @@ A local OpenAI-compatible server (this process) answers with one plain reply (th
 records when the first chat request arrives. The baseline is another checkout of codeagent (default: the
 main branch's tree at /work/main, or --baseline PATH), run side by side, alternating, in the same run.
 Target: first model request within 2 s of launch. Also checks that no container of the run is left.
-Usage: python bench/solve_startup.py [--runs 5] [--baseline /path/to/other/checkout]
+`--model` picks the route: the default (a name with no litellm price at an api_base) is a self-hosted
+server's, whose first request goes out before litellm is imported; a priced name (openai/gpt-4o-mini, the
+server answering to it) takes a hosted provider's route, which waits for litellm's import.
+Usage: python bench/solve_startup.py [--runs 5] [--baseline /path/to/other/checkout] [--model openai/NAME]
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     """GET /v1/models and a streamed POST /v1/chat/completions: one plain reply, no tool call."""
 
     arrivals: list[float] = []
+    serves = "bench"
 
     def do_GET(self):
-        self._send(200, json.dumps({"object": "list", "data": [{"id": "bench", "owned_by": "bench"}]}).encode(),
+        self._send(200, json.dumps({"object": "list", "data": [{"id": FakeOpenAI.serves, "owned_by": "bench"}]}).encode(),
                    "application/json")
 
     def do_POST(self):
@@ -58,12 +62,12 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         pass
 
 
-def one_run(tree: Path, repo: Path, api_base: str, env: dict) -> tuple[float, float, float]:
+def one_run(tree: Path, repo: Path, api_base: str, env: dict, model: str) -> tuple[float, float, float]:
     """(seconds to the first model request, seconds to exit, CPU seconds of the whole process) of one headless
     solve from `tree`. The CPU figure is steadier than wall times on a loaded machine."""
     FakeOpenAI.arrivals.clear()
     command = [sys.executable, "-m", "codeagent.cli", "solve", "--headless", "--repo", str(repo), "--issue",
-               "say hello", "--model", "openai/bench", "--api-base", api_base, "--set", "agent.localize=false"]
+               "say hello", "--model", model, "--api-base", api_base, "--set", "agent.localize=false"]
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env={**env, "PYTHONPATH": str(tree)}, cwd=repo)
@@ -86,7 +90,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", type=Path, default=Path("/work/main"),
                         help="another codeagent checkout to compare with (its code is run as it is)")
+    parser.add_argument("--model", default="openai/bench", help="openai/NAME: the server answers to NAME")
     args = parser.parse_args()
+    FakeOpenAI.serves = args.model.split("/", 1)[1]
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     api_base = f"http://127.0.0.1:{server.server_address[1]}/v1"
@@ -101,17 +107,17 @@ def main() -> None:
                        env={key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"})
     try:
         for tree in trees.values():  # warm: the workspace image and the file cache
-            one_run(tree, repo, api_base, env)
+            one_run(tree, repo, api_base, env, args.model)
         for run in range(args.runs):
             for name, tree in (trees.items() if run % 2 == 0 else reversed(trees.items())):
-                times[name].append(one_run(tree, repo, api_base, env))
+                times[name].append(one_run(tree, repo, api_base, env, args.model))
         time.sleep(5)  # a teardown left to the background has had its time
         left = run_containers(env["CODEAGENT_RUN_LABEL"])
     finally:
         server.shutdown()
         shutil.rmtree(repo, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"headless solve on a warm image, {args.runs} runs each, alternating; load {os.getloadavg()[0]:.1f}")
+    print(f"headless solve ({args.model}) on a warm image, {args.runs} runs each, alternating; load {os.getloadavg()[0]:.1f}")
     medians = {}
     for name, values in times.items():
         first, total, cpu = (statistics.median(value[index] for value in values) for index in (0, 1, 2))
