@@ -147,6 +147,9 @@ def main() -> None:
         overheads.append(total - alone)
         print(f"  {instance:28s} harness {total:6.2f} s (images {images:.2f}, tests {tests:.2f}, rest {rest:.2f})  "
               f"bare test {alone:6.2f} s  overhead {overheads[-1]:5.2f} s  (medians of {len(reports)})")
+        steps = [report.get("phase_seconds") or {} for report in reports]
+        print("    the grading container's steps, median s: " + "  ".join(
+            f"{name} {statistics.median(each.get(name, 0.0) for each in steps):.2f}" for name in steps[-1]))
     print(f"harness overhead per instance over the bare test: median {statistics.median(overheads):.2f} s, "
           f"max {max(overheads):.2f} s over {len(overheads)} instances (target <= 1 s)")
 

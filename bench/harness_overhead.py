@@ -2,7 +2,8 @@
 
 Side by side in one run: the full harness (`grade_task`: images looked up, container, patch
 applied, tests reset and patched, test command, log parsed, graded) against the bare test command
-run by one `docker exec` in an already started container of the same instance image.
+run by one `docker exec` in an already started container of the same instance image; then where the
+harness's time goes, step by step (the report's phase_seconds).
 Usage: python bench/harness_overhead.py [--runs 5] [--dataset lite --instance ID --repos DIR]
 """
 
@@ -79,13 +80,14 @@ def main() -> None:
         first = grade_task(task, task.gold_patch or "", Path(tmp) / "first")
         print(f"{task.instance_id}: first run {first['total_seconds']:.1f}s, built {first.get('layers_built')}, "
               f"resolved={first['resolved']}")
-        totals, tests, images, rebuilt = [], [], [], []
+        totals, tests, images, rebuilt, steps = [], [], [], [], []
         for index in range(args.runs):
             report = grade_task(task, task.gold_patch or "", Path(tmp) / f"warm{index}")
             totals.append(report["total_seconds"])
             tests.append(report.get("test_seconds", 0.0))
             images.append(report.get("image_seconds", 0.0))
             rebuilt.extend(report.get("layers_built") or [])
+            steps.append(report.get("phase_seconds") or {})
     bare = bare_test_seconds(task, args.runs)
     harness, test_only, bare_median = statistics.median(totals), statistics.median(tests), statistics.median(bare)
     print(f"warm runs: {args.runs}; layers rebuilt on warm runs: {len(rebuilt)}")
@@ -94,6 +96,8 @@ def main() -> None:
     print(f"  image lookup            median {statistics.median(images):6.2f}s")
     print(f"  bare test (docker exec) median {bare_median:6.2f}s")
     print(f"  overhead (total - test): {harness - test_only:.2f}s per instance; total / bare test: {harness / bare_median:.2f}x")
+    print("  the grading container's steps, median s: " + "  ".join(
+        f"{name} {statistics.median(each.get(name, 0.0) for each in steps):.3f}" for name in steps[-1]))
 
 
 if __name__ == "__main__":

@@ -5,14 +5,16 @@ verifier, prebuilt images) goes through that flow."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from codeagent.harness import env_plan, task_env
 from codeagent.harness.env_images import BuiltImages, Grading, PulledImages, image_source, pulled
-from codeagent.harness.env_plan import Graded, TestPlan, run_plan
+from codeagent.harness.env_plan import Graded, TestPlan, grade_in, run_plan
 from codeagent.harness.grading import GradeReport, Outcome
 from codeagent.harness.task_env import Applied, TaskEnvironment
 from codeagent.task import Task
@@ -117,6 +119,21 @@ def test_the_flow_applies_flags_puts_the_tests_in_runs_and_grades_in_that_order(
     assert report["touches_test_infrastructure"] == [] and report["test_seconds"] == 1.5
 
 
+def test_the_report_gives_the_seconds_of_each_step_of_the_flow():
+    env = _Env()
+    tests = env.run_tests
+
+    def slow_tests(command, timeout):
+        time.sleep(0.05)
+        return tests(command, timeout)
+
+    env.run_tests = slow_tests
+    plan = TestPlan("pytest", "pytest", 60, ["t::a"], ["t::b"], test_patch=TEST_PATCH)
+    phases = grade_in(lambda: contextlib.nullcontext(env), "PATCH", plan).report()["phase_seconds"]
+    assert list(phases) == ["start", "apply", "flags", "test_patch", "tests", "verdict", "stop"]
+    assert phases["tests"] >= 0.05 and min(phases.values()) >= 0
+
+
 def test_the_flow_stops_where_the_patch_or_the_test_patch_does_not_apply():
     env = _Env(apply_error="does not apply")
     graded = run_plan(env, "conftest PATCH", TestPlan("pytest", "pytest", 60, ["t::a"], [], test_patch=TEST_PATCH))
@@ -158,7 +175,7 @@ def flow(monkeypatch):
     """Every run of the flow, recorded, in an environment that opens nothing."""
     calls = []
 
-    def recorded(env, patch, plan):
+    def recorded(env, patch, plan, laps=None):
         calls.append((patch, plan))
         return Graded(GradeReport(outcome=Outcome.RESOLVED), Applied(None, [], "git apply"), {},
                       task_env.TestRun("", 0, True, False, 0.1))

@@ -6,7 +6,7 @@ from the one flow (env_plan.py).
 The report: `instance_id`, the image facts (what was built or pulled), how the patch applied, the
 test infrastructure it touches, the verdict (GradeReport's fields, `outcome`, `tests_status`),
 which failing tests tried to reach the network (built, offline environments), `seconds` (the
-grading container) and `total_seconds` (images included). The test log goes to
+grading container; `phase_seconds`: its steps, start to stop) and `total_seconds` (images included). The test log goes to
 output_dir/test_output.txt. Outcomes are distinct: `patch_apply_failed`, `timeout` and
 `harness_error` are never reported as `unresolved`; images that cannot be had are a harness_error
 with a one-line reason, never an exception.

@@ -13,6 +13,7 @@ A patch that does not apply, or a test patch that does not, stops the flow with 
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ class Graded:
     flags: dict[str, str] = field(default_factory=dict)
     run: TestRun | None = None
     network: dict[str, Any] | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds in each step of the flow (Laps)
 
     @property
     def log(self) -> str:
@@ -70,22 +72,44 @@ class Graded:
             fields["test_seconds"] = round(self.run.seconds, 2)
         if self.network is not None:
             fields["network"] = self.network
+        if self.phases:
+            fields["phase_seconds"] = {name: round(seconds, 3) for name, seconds in self.phases.items()}
         return {**fields, **report_dict(self.verdict)}
 
 
-def run_plan(env: TaskEnvironment, patch: str, plan: TestPlan) -> Graded:
+class Laps:
+    """Seconds in each step of a grading flow, in order: each `lap(name)` takes the time since the last
+    (what the harness spends beside the test command, step by step)."""
+
+    def __init__(self):
+        self.phases: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self._last
+        self._last = now
+
+
+def run_plan(env: TaskEnvironment, patch: str, plan: TestPlan, laps: Laps | None = None) -> Graded:
     """The flow, in an open environment (see the module docstring)."""
+    laps = laps or Laps()
     f2p, p2p = plan.fail_to_pass, plan.pass_to_pass
     applied = env.apply(patch)
+    laps.lap("apply")
     relied_on = plan.relied_on if plan.relied_on is not None else patched_files(plan.test_patch)
     flags = env.flags(patch, relied_on, applied.changed)
+    laps.lap("flags")
     if applied.error:
-        return Graded(not_run(Outcome.PATCH_APPLY_FAILED, f2p, p2p, reason=applied.error), applied, flags)
+        return Graded(not_run(Outcome.PATCH_APPLY_FAILED, f2p, p2p, reason=applied.error), applied, flags,
+                      phases=laps.phases)
     if error := env.patch_tests(plan.test_patch):
-        return Graded(not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=error), applied, flags)
+        return Graded(not_run(Outcome.HARNESS_ERROR, f2p, p2p, reason=error), applied, flags, phases=laps.phases)
     if plan.reset:  # a patch cannot make a test pass by editing it
         env.reset(plan.reset)
+    laps.lap("test_patch")
     run = env.run_tests(plan.command, plan.timeout)
+    laps.lap("tests")
     verdict = plan.verdict(env, run, plan) if plan.verdict else env.grade(run, plan.log_parser, f2p, p2p)
     network = None
     if plan.network:
@@ -93,7 +117,8 @@ def run_plan(env: TaskEnvironment, patch: str, plan: TestPlan) -> Graded:
 
         network = {"available": False, "services": [service.name for service in env.services],
                    **network_failures(plan.log_parser, run.log, [*f2p, *p2p])}
-    return Graded(verdict, applied, flags, run, network)
+    laps.lap("verdict")
+    return Graded(verdict, applied, flags, run, network, laps.phases)
 
 
 def _reason(error: Exception) -> str:
@@ -103,10 +128,15 @@ def _reason(error: Exception) -> str:
 def grade_in(environment: Callable[[], AbstractContextManager[TaskEnvironment]], patch: str, plan: TestPlan,
              reason: Callable[[Exception], str] = _reason) -> Graded:
     """The flow in the environment `environment()` opens; a broken environment (or engine) is a
-    harness_error verdict, never an exception: one task's failure is not a dead batch or training run."""
+    harness_error verdict, never an exception: one task's failure is not a dead batch or training run.
+    The phases: `start` (the container, opened), the flow's steps, `stop` (removed)."""
+    laps = Laps()
     try:
         with environment() as env:
-            return run_plan(env, patch, plan)
+            laps.lap("start")
+            graded = run_plan(env, patch, plan, laps)
+        laps.lap("stop")
+        return graded
     except Exception as error:
         return Graded(not_run(Outcome.HARNESS_ERROR, plan.fail_to_pass, plan.pass_to_pass, reason=reason(error)))
 
