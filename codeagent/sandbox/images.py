@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -40,6 +41,8 @@ class BaseImageSpec:
     mirror: str
     packages: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    slim_exclude: tuple[str, ...] = ()  # dpkg path-exclude globs (base.yaml's `slim`)
+    slim_include: tuple[str, ...] = ()
 
     python: str = ""
 
@@ -58,7 +61,23 @@ class BaseImageSpec:
             mirror=data["mirror"],
             packages=tuple(data["packages"]),
             env={k: str(v) for k, v in (data.get("env") or {}).items()},
+            slim_exclude=tuple((data.get("slim") or {}).get("exclude") or ()),
+            slim_include=tuple((data.get("slim") or {}).get("include") or ()),
         )
+
+    def slim_script(self) -> str:
+        """Shell that removes the files the `slim` rules exclude (but those they include) and has dpkg
+        leave them out of every package installed later, as Debian's -slim images do."""
+        rules = [f"path-exclude {pattern}" for pattern in self.slim_exclude]
+        rules += [f"path-include {pattern}" for pattern in self.slim_include]
+        kept = " ".join(f"! -path {shlex.quote(pattern)}" for pattern in self.slim_include)
+        removals = []
+        for pattern in self.slim_exclude:  # files only: a folder a package's script writes into stays
+            prefix = pattern.split("*", 1)[0]
+            root = shlex.quote(prefix[:prefix.rfind("/")] or "/")
+            removals.append(f"[ ! -d {root} ] || find {root} ! -type d -path {shlex.quote(pattern)} {kept} -delete")
+        return "; ".join([f"mkdir -p /etc/dpkg/dpkg.cfg.d && printf '%s\\n' {' '.join(map(shlex.quote, rules))} "
+                          "> /etc/dpkg/dpkg.cfg.d/codeagent-slim", *removals]) if rules else "true"
 
     @staticmethod
     def suites() -> dict[str, str]:
@@ -140,7 +159,8 @@ def _build_from_registry(spec: BaseImageSpec, ca: bytes | None, tag: str, log: L
     client.images.pull(spec.pull)
     script = (
         "set -e; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
-        f"apt-get install -y -qq --no-install-recommends {' '.join(spec.packages)}; rm -rf /var/lib/apt/lists/*"
+        f"apt-get install -y -qq --no-install-recommends {' '.join(spec.packages)}; rm -rf /var/lib/apt/lists/*; "
+        + spec.slim_script()
     )
     container = client.containers.create(spec.pull, ["sh", "-c", script], network_mode="bridge")
     try:
@@ -167,6 +187,7 @@ def _bootstrap(spec: BaseImageSpec, ca: bytes | None, tag: str, log: Log) -> Non
         _check_call(["debootstrap", "--variant=minbase", f"--include={','.join(spec.packages)}",
                      spec.suite, str(rootfs), spec.mirror])
         _check_call(["chroot", str(rootfs), "apt-get", "clean"])
+        _check_call(["chroot", str(rootfs), "sh", "-c", spec.slim_script()])
         shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
         if ca:
             (rootfs / CA_BUNDLE_IN_IMAGE.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
