@@ -330,15 +330,19 @@ def main() -> None:
                     json.loads((out / name / "side.json").read_text())["instances"]} for name in ("before", "after")}
     same = [i for i in sides["before"] if sides["before"][i] and sides["before"][i] == sides["after"].get(i)]
     differ = [i for i in sides["before"] if i not in same]
-    print(f"\nevery test of the log with the same status before and after: {len(same)}/{len(sides['before'])}"
-          + (f" (differ or missing: {', '.join(differ)})" if differ else ""))
+    if args.build_only:  # no test ran: no status or verdict to compare
+        print("\nbuilt only: no test ran, no verdict on either side (grade a sample with --instance)")
+    else:
+        print(f"\nevery test of the log with the same status before and after: {len(same)}/{len(sides['before'])}"
+              + (f" (differ or missing: {', '.join(differ)})" if differ else ""))
     print(f"per instance: {before['per_instance'] / MB:.1f} MB -> {after['per_instance'] / MB:.1f} MB, "
           f"ratio before/after {before['per_instance'] / max(1, after['per_instance']):.2f}x; "
           f"largest env image above its base: {max(e['above_base'] for e in before['envs'].values()) / MB:.0f} -> "
           f"{max(e['above_base'] for e in after['envs'].values()) / MB:.0f} MB; largest env layer alone: "
           f"{max(e['layer'] for e in before['envs'].values()) / MB:.0f} -> "
-          f"{max(e['layer'] for e in after['envs'].values()) / MB:.0f} MB; "
-          f"gold {before['gold']}/{before['instances']} -> {after['gold']}/{after['instances']}")
+          f"{max(e['layer'] for e in after['envs'].values()) / MB:.0f} MB"
+          + ("" if args.build_only else f"; gold {before['gold']}/{before['instances']} -> "
+             f"{after['gold']}/{after['instances']}"))
 
 
 if __name__ == "__main__":
