@@ -19,9 +19,9 @@ def _run(progress: MiningProgress) -> None:
         progress.scanned("d" * 40, None)
         progress.validating(2)
         progress.phase("c" * 10, "base run 2/3")
-        progress.validated("c" * 10, True, "kept: 1 FAIL_TO_PASS")
+        progress.validated("c" * 40, True, "kept: 1 FAIL_TO_PASS")  # mining.py names it by its whole commit
         progress.phase("d" * 10, "environment")
-        progress.validated("d" * 10, False, "skipped (validation): no FAIL_TO_PASS test")
+        progress.validated("d" * 40, False, "skipped (validation): no FAIL_TO_PASS test")
 
 
 def test_a_terminal_gets_bars_of_commits_candidates_and_validated(monkeypatch):
@@ -36,9 +36,18 @@ def test_a_terminal_gets_bars_of_commits_candidates_and_validated(monkeypatch):
         original(sha, text)
         rows.extend(task.fields["status"] for task in progress._progress.tasks if task.description.strip() == sha)
 
+    left: list[int] = []
+    finished = progress.validated
+
+    def validated(sha: str, kept: bool, text: str) -> None:
+        finished(sha, kept, text)
+        left.append(sum(1 for task in progress._progress.tasks if task.fields.get("candidate")))
+
     progress.phase = phase  # type: ignore[method-assign]
+    progress.validated = validated  # type: ignore[method-assign]
     _run(progress)
     assert rows == ["base run 2/3", "environment"]  # a row per candidate with its phase
+    assert left == [0, 0]  # a validated candidate's row goes
     final = progress.console.export_text()
     assert "commits scanned" in final and "4/4" in final
     assert "candidates" in final and "2/2" in final  # two of the three new commits

@@ -78,25 +78,27 @@ class MiningProgress:
             self._bars["valid"] = self._progress.add_task("validated", total=candidates, status="")
 
     def phase(self, sha: str, text: str) -> None:
-        """A candidate being validated entered a phase."""
+        """A candidate being validated entered a phase (`sha`: its commit, whole or shortened)."""
+        key = sha[:10]
         if self._progress is None:
-            self.line(f"[{sha[:10]}] {text}")
+            self.line(f"[{key}] {text}")
             return
         with self._lock:
-            if sha not in self._rows:
-                self._rows[sha] = self._progress.add_task(f"  {sha[:10]}", total=None, status="", start=False,
+            if key not in self._rows:
+                self._rows[key] = self._progress.add_task(f"  {key}", total=None, status="", start=False,
                                                           candidate=True)
-            self._progress.update(self._rows[sha], status=text)
+            self._progress.update(self._rows[key], status=text)
 
     def validated(self, sha: str, kept: bool, text: str) -> None:
-        """A candidate finished: kept or skipped, `text` says how or why."""
+        """A candidate finished: kept or skipped, `text` says how or why; its row goes."""
+        key = sha[:10]
         self.counts["kept" if kept else "skipped"] += 1
         if self._progress is None:
-            self.line(f"[{sha[:10]}] {text}")
+            self.line(f"[{key}] {text}")
             return
         with self._lock:
-            if sha in self._rows:
-                self._progress.remove_task(self._rows.pop(sha))
+            if key in self._rows:
+                self._progress.remove_task(self._rows.pop(key))
         self._progress.update(self._bars["valid"], advance=1,
                               status=f"kept {self.counts['kept']} · skipped {self.counts['skipped']}")
 

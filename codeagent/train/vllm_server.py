@@ -70,7 +70,11 @@ class VLLMServer:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
-        self._wait(start_timeout)
+        try:
+            self._wait(start_timeout)
+        except BaseException:  # Ctrl-C too: in a session of its own, the server would outlive this process
+            self.close()
+            raise
 
     def _wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -85,7 +89,6 @@ class VLLMServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(1.0)
-        self.close()
         raise TrainError(f"vllm serve did not answer within {timeout:.0f}s: {self._tail()}")
 
     def _tail(self) -> str:
@@ -152,7 +155,6 @@ class ServedGenerator(BatchingFront):
     def __init__(self, server: VLLMServer, model: str, *, max_batch: int = 64):
         super().__init__(max_batch=max_batch, name=f"vllm-serve:{model}")
         self.server, self.model = server, model
-        self.calls: list[tuple[list[int], list[int], list[float]]] = []  # (prompt, sampled, logprobs), in order
 
     def run_batch(self, requests) -> None:
         def one(request):
@@ -160,8 +162,6 @@ class ServedGenerator(BatchingFront):
                 self.server.complete(self.model, request)
             except Exception as error:  # noqa: BLE001 - that turn fails, not the batch
                 request.error = error
-            else:
-                self.calls.append((list(request.prompt_ids), list(request.ids), list(request.logprobs)))
 
         with ThreadPoolExecutor(max_workers=len(requests)) as pool:  # the server batches them
             list(pool.map(one, requests))
