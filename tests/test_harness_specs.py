@@ -467,6 +467,45 @@ def test_environments_share_system_layers_per_suite_and_leave_build_caches_out(r
     assert PIP_FOR_INSTALL in instance and instance[-1] == PIP_CACHE_CLEAN
 
 
+def test_sphinx_installs_a_versions_dependencies_once_in_the_env_layer(rows):
+    """issue 27: `pip install -e .[test]` brought ~65 MB into every sphinx instance layer. The env layer
+    installs them from the tree at environment_setup_commit (shared by the version's instances), then
+    uninstalls the project and removes the tree in the same layer; other repositories are unchanged."""
+    from codeagent.harness.environment import PIP_FOR_INSTALL, UNINSTALL_PROJECT, _env_layer, _instance_layer
+    from codeagent.sandbox.workspace import RepoSnapshot
+
+    sphinx = [row for row in rows.values() if row["repo"] == "sphinx-doc/sphinx"]
+    by_version: dict[str, set[str]] = {}
+    for row in sphinx:
+        spec = spec_for(Task.from_swebench(row), downloads=False)
+        assert spec.deps_commit == row["environment_setup_commit"]
+        by_version.setdefault(row["version"], set()).add(spec.env_key())
+    assert all(len(keys) == 1 for keys in by_version.values()) and len(by_version) > 3
+
+    t = task(rows, "sphinx-doc__sphinx-8595")
+    spec = spec_for(t, downloads=False)
+    moved = spec.model_copy(update={"deps_commit": "0" * 40})
+    reinstalled = spec.model_copy(update={"install": ["python -m pip install ."]})
+    assert len({spec.env_key(), moved.env_key(), reinstalled.env_key()}) == 3
+    source = RepoSnapshot(Path("/nonexistent"), t.base_commit, "1" * 40, "")
+    deps = RepoSnapshot(Path("/nonexistent"), spec.deps_commit, "2" * 40, "")
+    env = _env_layer(spec, "codeagent/system:x", source, deps)
+    steps = env.script.splitlines()
+    assert env.tree is deps and env.tag != _env_layer(spec, "codeagent/system:x", source, source).tag
+    start = steps.index("cd /testbed")
+    assert steps.index(PIP_FOR_INSTALL) < start
+    assert steps[start + 1:start + 1 + len(spec.pre_install) + 1] == [*spec.pre_install, *spec.install]
+    assert env.script.index(UNINSTALL_PROJECT) < env.script.index("rm -rf /testbed")
+    # the instance installs as before: its own setup.py decides, the dependencies are found in place
+    assert spec.install[0] in _instance_layer(spec, env, source).script
+
+    no_setup = spec_for(task(rows, "sphinx-doc__sphinx-8595", environment_setup_commit=None), downloads=False)
+    assert no_setup.deps_commit is None and "deps" not in no_setup.env_payload()
+    for row in rows.values():
+        if row["repo"] != "sphinx-doc/sphinx":
+            assert spec_for(Task.from_swebench(row), downloads=False).deps_commit is None, row["instance_id"]
+
+
 @pytest.mark.parametrize("repo", ["django/django", "matplotlib/matplotlib", "scikit-learn/scikit-learn"])
 def test_lite_versions_of_repos_too_large_to_fetch_render_their_build_steps_on_a_stand_in(rows, repo, tmp_path):
     """django, matplotlib and scikit-learn exceed fetch's size limit here: their specs are built on a

@@ -65,7 +65,8 @@ def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None,
         if build_layer(layer, log_dir / f"system{number}_build.log" if log_dir else None).built:
             built.append(layer.tag)
         system = layer.tag
-    env_layer = _env_layer(spec, system, source)
+    deps = snapshot(task.repo, spec.deps_commit) if spec.deps_commit else None
+    env_layer = _env_layer(spec, system, source, deps)
     if build_layer(env_layer, log_dir / "env_build.log" if log_dir else None).built:
         built.append(env_layer.tag)
     instance_layer = _instance_layer(spec, env_layer, source)
@@ -137,8 +138,9 @@ def _apt_install(packages: list[str]) -> str:
             f"apt-get install -y -qq --no-install-recommends {' '.join(map(shlex.quote, packages))}; " + APT_CLEAN)
 
 
-def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot) -> Layer:
-    """The virtualenv and the spec's Python packages, on `parent` (the system layer)."""
+def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot, deps: RepoSnapshot | None = None) -> Layer:
+    """The virtualenv and the spec's Python packages, on `parent` (the system layer); with `deps` (the
+    repository at spec.deps_commit), the dependencies its install brings, without the project itself."""
     if spec.python_download:
         steps = [f"/opt/uv/bin/uv venv --seed --python {shlex.quote(spec.python_used)} {ENV_PREFIX}"]
     else:
@@ -150,10 +152,34 @@ def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot) -> Layer:
         steps.append(f"pip install -r {REQUIREMENTS_FILE}")
     if spec.pip_packages:
         steps.append(f"pip install {' '.join(map(shlex.quote, spec.pip_packages))}")
-    steps += [PIP_FOR_INSTALL, PIP_CACHE_CLEAN]
+    steps.append(PIP_FOR_INSTALL)
+    if deps is not None:
+        # the tree is removed in the layer that copied it in: no file of the setup commit (often a
+        # later one than the instances') is in the image
+        steps += ["cd /testbed", *_pretend_version(deps), *spec.pre_install, *spec.install, UNINSTALL_PROJECT,
+                  "cd /", "rm -rf /testbed"]
+    steps.append(PIP_CACHE_CLEAN)
     script, env = "\n".join(steps), image_env(spec)
-    return Layer(tag=layer_tag(ENV_IMAGE, parent, script, env, files, None), parent=parent, script=script,
-                 env=env, files=files)
+    return Layer(tag=layer_tag(ENV_IMAGE, parent, script, env, files, deps), parent=parent, script=script,
+                 env=env, files=files, tree=deps)
+
+
+# Uninstalls what was installed from /testbed (an editable install, a `setup.py develop`, a plain
+# `pip install .`): the dependencies stay. Run in the env layer with deps_in_env.
+UNINSTALL_PROJECT = """python - <<'EOF'
+import importlib.metadata, subprocess, sys
+names = {dist.metadata["Name"] for dist in importlib.metadata.distributions()
+         if str(getattr(dist, "_path", "")).startswith("/testbed/") or "file:///testbed" in (dist.read_text("direct_url.json") or "")}
+if names:
+    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *sorted(names)], check=True)
+EOF"""
+
+
+def _pretend_version(source: RepoSnapshot) -> list[str]:
+    """The copy in /testbed has no tags: setuptools_scm would call the project 0.1.dev1, and a
+    `minversion` check (pytest's own tox.ini) then refuses to run. Tell it the release instead."""
+    version = release_version(source)
+    return [f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(version)}"] if version else []
 
 
 ENVIRONMENT_COMMIT = (f"git diff --quiet || {{ git -c user.name=codeagent -c user.email=codeagent@localhost "
@@ -161,13 +187,9 @@ ENVIRONMENT_COMMIT = (f"git diff --quiet || {{ git -c user.name=codeagent -c use
 
 
 def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) -> Layer:
-    version = release_version(source)
-    # The copy in /testbed has no tags: setuptools_scm would call the project 0.1.dev1, and a
-    # `minversion` check (pytest's own tox.ini) then refuses to run. Tell it the release instead.
-    pretend = [f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(version)}"] if version else []
     # Editable installs of pyproject-only projects need pip >= 21.3 (PEP 660); older releases of
     # bullseye's pip refuse them. Below 25.3, which dropped options old specs use (--no-use-pep517).
-    steps = ["cd /testbed", *pretend, PIP_FOR_INSTALL, *spec.pre_install, *spec.install,
+    steps = ["cd /testbed", *_pretend_version(source), PIP_FOR_INSTALL, *spec.pre_install, *spec.install,
              # whatever the install made (egg-info, compiled extensions) never shows in a diff
              "git ls-files --others --exclude-standard >> .git/info/exclude",
              # the environment's own edits of tracked files (a pre_install `sed` on tox.ini, setup.py) are

@@ -67,6 +67,10 @@ class EnvSpec(BaseModel):
     pip_packages: list[str] | None = None
     pre_install: list[str] | None = None
     install: list[str] | None = None
+    # The version's dependencies go in the env layer, shared by its instances: the repository at the
+    # task's environment_setup_commit is put through pre_install and install there, then the project
+    # itself is uninstalled and its tree removed. The instance's own install finds them in place.
+    deps_in_env: bool | None = None
     env: dict[str, str] | None = None
     test_env: dict[str, str] | None = None
     pre_test: list[str] | None = None
@@ -142,6 +146,7 @@ class ResolvedSpec(BaseModel):
     pip_packages: list[str]
     pre_install: list[str]
     install: list[str]
+    deps_commit: str | None  # where the env layer installs the dependencies from (deps_in_env), else None
     env: dict[str, str]
     test_env: dict[str, str]
     pre_test: list[str]
@@ -168,6 +173,8 @@ class ResolvedSpec(BaseModel):
             "requirements": ({"repo": self.repo, "commit": self.requirements_commit, "files": self.requirements}
                              if self.requirements else None),
             "pip_packages": list(self.pip_packages),  # order kept: one pip command, but be safe
+            **({"deps": {"repo": self.repo, "commit": self.deps_commit, "pre_install": list(self.pre_install),
+                         "install": list(self.install)}} if self.deps_commit else {}),
             "env": dict(sorted(self.env.items())),
         }
 

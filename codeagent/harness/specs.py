@@ -32,7 +32,8 @@ How an image builder uses a resolved spec (the order matters):
     env image:      if `requirements`, the first of those files that exists in
                     the repository at `requirements_commit`, cleaned (`clean_requirements`), with
                     `pip install -r`; then `pip install` pip_packages in one command (pins win);
-                    image ENV = env
+                    with `deps_in_env`, the repository at environment_setup_commit through pre_install
+                    and install, the project then uninstalled and its tree removed; image ENV = env
     instance image: the repository at base_commit in /testbed; pre_install, then install, in /testbed
     tests:          directives.test_command(task, spec), in /testbed, within test_timeout seconds
 
@@ -198,6 +199,8 @@ def spec_for(task: Task, pythons: list[PythonImage] | None = None,
         pip_packages=fields.get("pip_packages") or [],
         pre_install=fields.get("pre_install") or [],
         install=fields.get("install") or [],
+        # Only with a setup commit: it is what the version's instances share (their own commits differ).
+        deps_commit=task.environment_setup_commit if fields.get("deps_in_env") and fields.get("install") else None,
         env=fields.get("env") or {},
         test_env=fields.get("test_env") or {},
         pre_test=fields.get("pre_test") or [],
