@@ -1,6 +1,7 @@
 """`deps_in_env` (issue 27), in Docker: a version's dependencies are installed once, in the env layer,
-from the repository at its environment_setup_commit; the project itself and that (later) tree are
-not in the image, the instance's own install finds the dependencies in place, and grading is as before."""
+from the repository at its environment_setup_commit, whose tree (without .git) the instance layers
+write only their differences over; the project itself is not in the env, no later file is visible in
+an instance, the instance's own install finds the dependencies in place, and grading is as before."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def tasks(tmp_path_factory, base_image) -> list[Task]:
     (repo / "calc.py").write_text("import six\n\n" + SOURCE)
     (repo / "tests" / "test_calc.py").write_text(OLD_TESTS)
     (repo / "setup.py").write_text(SETUP)
+    (repo / "zeros.dat").write_bytes(bytes(4_000_000))  # unchanged everywhere: 4 MB on disk, 4 KB as a git object
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "calc")
@@ -65,17 +67,28 @@ def test_the_dependencies_are_in_the_shared_env_layer_and_the_project_is_not(tas
     second = task_images(tasks[1], specs[1], log_dir=tmp_path / "second")
     assert first.env == second.env and first.instance != second.instance
 
+    # the env: the dependencies, not the project; the setup commit's tree as committed, without .git
     code, out = run(first.env, "python -c 'import six; print(six.__version__)' && echo files: $(ls -A /testbed); "
-                               "python -m pip show calc 2>&1; python -c 'import calc' 2>&1; "
-                               "find / -xdev -name future.txt 2>/dev/null; echo end")
-    assert code == 0 and "files:\n" in out, out  # docker makes the WORKDIR anew, empty
-    assert "not found: calc" in out and "No module named 'calc'" in out and "future.txt" not in out, out
+                               "cd / && python -m pip show calc 2>&1; python -c 'import calc' 2>&1; echo end")
+    assert code == 0 and "files: NOTES calc.py future.txt setup.py tests zeros.dat\n" in out, out
+    assert "not found: calc" in out and "No module named 'calc'" in out, out
 
     log = (tmp_path / "first" / "instance_build.log").read_text()
     assert "Requirement already satisfied: six" in log and "Successfully installed calc" in log, log
     assert "six-" not in log.split("Successfully installed", 1)[1].splitlines()[0]
-    code, out = run(first.instance, "cd /testbed && python -c 'import calc, six; print(calc.__file__)' && ls")
-    assert code == 0 and "/testbed/calc.py" in out and "future.txt" not in out, out
+    # the instance: its own commit exactly (the later files gone, its git history its own)
+    code, out = run(first.instance, "cd /testbed && python -c 'import calc, six; print(calc.__file__)' && "
+                                    "git status --porcelain && git log --format=%s && ls -A")
+    assert code == 0 and "/testbed/calc.py" in out and "future.txt" not in out and "NOTES" not in out, out
+    assert "codeagent base" in out and "future" not in out.split("codeagent base")[1], out
+    code, out = run(second.instance, "cd /testbed && cat NOTES && git status --porcelain && ls -A")
+    assert code == 0 and out.startswith("second\n") and "future.txt" not in out, out
+
+    # each instance layer holds what its commit changed, not another copy of the tree (zeros.dat: 4 MB)
+    client = docker_client()
+    env_size = client.images.get(first.env).attrs["Size"]
+    for image in (first.instance, second.instance):
+        assert client.images.get(image).attrs["Size"] - env_size < 1_500_000
 
 
 def test_gold_resolves_on_the_shared_dependencies(tasks, tmp_path):

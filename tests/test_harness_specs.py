@@ -495,9 +495,13 @@ def test_sphinx_installs_a_versions_dependencies_once_in_the_env_layer(rows):
     start = steps.index("cd /testbed")
     assert steps.index(PIP_FOR_INSTALL) < start
     assert steps[start + 1:start + 1 + len(spec.pre_install) + 1] == [*spec.pre_install, *spec.install]
-    assert env.script.index(UNINSTALL_PROJECT) < env.script.index("rm -rf /testbed")
-    # the instance installs as before: its own setup.py decides, the dependencies are found in place
-    assert spec.install[0] in _instance_layer(spec, env, source).script
+    assert steps[-3:-1] == ["git checkout -q -- . && git clean -qfdx", "rm -rf .git"]
+    assert env.script.index(UNINSTALL_PROJECT) < env.script.index("git checkout")
+    # the instance installs as before (its own setup.py decides, the dependencies are found in place),
+    # writing its tree over the env's
+    instance = _instance_layer(spec, env, source)
+    assert spec.install[0] in instance.script and instance.tree_over_parent
+    assert not _instance_layer(spec, _env_layer(spec, "codeagent/system:x", source), source).tree_over_parent
 
     no_setup = spec_for(task(rows, "sphinx-doc__sphinx-8595", environment_setup_commit=None), downloads=False)
     assert no_setup.deps_commit is None and "deps" not in no_setup.env_payload()

@@ -140,7 +140,8 @@ def _apt_install(packages: list[str]) -> str:
 
 def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot, deps: RepoSnapshot | None = None) -> Layer:
     """The virtualenv and the spec's Python packages, on `parent` (the system layer); with `deps` (the
-    repository at spec.deps_commit), the dependencies its install brings, without the project itself."""
+    repository at spec.deps_commit), the dependencies its install brings, not the project itself, and
+    its tree at /testbed for the instance layers to write over."""
     if spec.python_download:
         steps = [f"/opt/uv/bin/uv venv --seed --python {shlex.quote(spec.python_used)} {ENV_PREFIX}"]
     else:
@@ -154,10 +155,12 @@ def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot, deps: Repo
         steps.append(f"pip install {' '.join(map(shlex.quote, spec.pip_packages))}")
     steps.append(PIP_FOR_INSTALL)
     if deps is not None:
-        # the tree is removed in the layer that copied it in: no file of the setup commit (often a
-        # later one than the instances') is in the image
+        # The tree stays, as committed and without its .git: an instance layer writes over it only the
+        # files its own commit changes (Layer.tree_over_parent). The setup commit is often later than
+        # the instances': its files that an instance lacks are removed in that instance's layer, so
+        # none is visible in a sandbox, and its git objects are never in any image.
         steps += ["cd /testbed", *_pretend_version(deps), *spec.pre_install, *spec.install, UNINSTALL_PROJECT,
-                  "cd /", "rm -rf /testbed"]
+                  "git checkout -q -- . && git clean -qfdx", "rm -rf .git"]
     steps.append(PIP_CACHE_CLEAN)
     script, env = "\n".join(steps), image_env(spec)
     return Layer(tag=layer_tag(ENV_IMAGE, parent, script, env, files, deps), parent=parent, script=script,
@@ -165,7 +168,8 @@ def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot, deps: Repo
 
 
 # Uninstalls what was installed from /testbed (an editable install, a `setup.py develop`, a plain
-# `pip install .`): the dependencies stay. Run in the env layer with deps_in_env.
+# `pip install .`): the dependencies stay. Run in the env layer with deps_in_env, before the tree is
+# put back as committed.
 UNINSTALL_PROJECT = """python - <<'EOF'
 import importlib.metadata, subprocess, sys
 names = {dist.metadata["Name"] for dist in importlib.metadata.distributions()
@@ -198,7 +202,8 @@ def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) 
              ENVIRONMENT_COMMIT, PIP_CACHE_CLEAN]
     script = "\n".join(steps)
     return Layer(tag=layer_tag(INSTANCE_IMAGE, env_layer.tag, script, env_layer.env, {}, source),
-                 parent=env_layer.tag, script=script, env=env_layer.env, tree=source)
+                 parent=env_layer.tag, script=script, env=env_layer.env, tree=source,
+                 tree_over_parent=env_layer.tree is not None)
 
 
 def _reader(source: RepoSnapshot, commit: str | None):

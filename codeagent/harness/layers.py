@@ -37,6 +37,10 @@ class Layer:
     env: dict[str, str] = field(default_factory=dict)  # ENV of the committed image
     network: bool = True  # installing packages needs it; the finished image runs without
     tree: RepoSnapshot | None = None  # copied to `workdir` as a one-commit repository first
+    # The parent already holds a tree of the same repository at `workdir` (without .git): the tree is
+    # staged apart and only what differs is written there (tree_sync.py), so this layer holds the
+    # difference, not a second copy of every file.
+    tree_over_parent: bool = False
     files: dict[str, bytes] = field(default_factory=dict)  # absolute path -> content, put in first
     workdir: str = "/testbed"
     timeout: float = 3600.0
@@ -105,15 +109,25 @@ def _put_files(container, files: dict[str, bytes]) -> None:
     container.put_archive("/", buffer.getvalue())
 
 
+STAGING = "/tmp/codeagent-tree"  # where a tree over its parent's is staged (removed by the sync)
+
+
 def _copy_tree(container, layer: Layer) -> None:
     assert layer.tree is not None
+    target = STAGING if layer.tree_over_parent else layer.workdir
     with tempfile.TemporaryDirectory(prefix="codeagent-layer-") as tmp:
         tarball = Path(tmp) / "tree.tar"
-        layer.tree.write_tar(tarball, prefix=layer.workdir)  # extracted at /: see write_tar
-        code, output = container.exec_run(["mkdir", "-p", layer.workdir])
+        layer.tree.write_tar(tarball, prefix=target)  # extracted at /: see write_tar
+        code, output = container.exec_run(["mkdir", "-p", target, layer.workdir])
         with open(tarball, "rb") as data:
             if code != 0 or not container.put_archive("/", data):
                 raise LayerBuildError(layer.tag, f"copying the repository into {layer.workdir} failed")
+    if layer.tree_over_parent:
+        sync = (Path(__file__).with_name("tree_sync.py")).read_text()
+        code, output = container.exec_run(["python3", "-c", sync, STAGING, layer.workdir])
+        if code != 0:
+            raise LayerBuildError(layer.tag, f"writing the repository over its parent's failed: "
+                                             f"{output.decode(errors='replace')[-800:]}")
     code, output = container.exec_run(["sh", "-c", INIT_REPO_SCRIPT, "sh", layer.tree.commit], workdir=layer.workdir)
     if code != 0:
         raise LayerBuildError(layer.tag, f"preparing the repository failed: {output.decode(errors='replace')[-800:]}")

@@ -69,7 +69,8 @@ class EnvSpec(BaseModel):
     install: list[str] | None = None
     # The version's dependencies go in the env layer, shared by its instances: the repository at the
     # task's environment_setup_commit is put through pre_install and install there, then the project
-    # itself is uninstalled and its tree removed. The instance's own install finds them in place.
+    # itself is uninstalled and its tree put back as committed (no .git), for the instance layers to
+    # write only their differences over. The instance's own install finds the dependencies in place.
     deps_in_env: bool | None = None
     env: dict[str, str] | None = None
     test_env: dict[str, str] | None = None

@@ -33,7 +33,8 @@ How an image builder uses a resolved spec (the order matters):
                     the repository at `requirements_commit`, cleaned (`clean_requirements`), with
                     `pip install -r`; then `pip install` pip_packages in one command (pins win);
                     with `deps_in_env`, the repository at environment_setup_commit through pre_install
-                    and install, the project then uninstalled and its tree removed; image ENV = env
+                    and install, the project then uninstalled, its tree left as committed without .git
+                    (the instance image writes only what its commit changes); image ENV = env
     instance image: the repository at base_commit in /testbed; pre_install, then install, in /testbed
     tests:          directives.test_command(task, spec), in /testbed, within test_timeout seconds
 

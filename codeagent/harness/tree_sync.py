@@ -1,0 +1,76 @@
+"""Make folder OLD hold exactly what folder NEW holds, writing only what differs; then remove NEW.
+
+Run inside a layer's build container (stdlib only, `python3 tree_sync.py NEW OLD`): OLD is a tree the
+parent image already holds, so an entry left alone is not copied into the new layer (the layer holds
+the difference, not a second copy of the repository). An entry differs when its kind, permission
+bits, link target or bytes differ; what NEW lacks is removed from OLD.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import stat
+import sys
+
+
+def kind(path: str) -> tuple[int, int] | None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    return stat.S_IFMT(mode), 0 if stat.S_ISLNK(mode) else stat.S_IMODE(mode)
+
+
+def same(new: str, old: str) -> bool:
+    if kind(new) != kind(old):
+        return False
+    if os.path.islink(new):
+        return os.readlink(new) == os.readlink(old)
+    return os.path.isdir(new) or filecmp.cmp(new, old, shallow=False)
+
+
+def remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def sync(new: str, old: str) -> int:
+    """The number of entries written or removed in `old`."""
+    changed = 0
+    for root, dirs, files in os.walk(old, topdown=True):
+        for name in sorted(dirs + files):
+            path = os.path.join(root, name)
+            counterpart = os.path.join(new, os.path.relpath(path, old))
+            if kind(counterpart) is None or kind(counterpart)[0] != kind(path)[0]:
+                remove(path)
+                changed += 1
+        dirs[:] = [name for name in dirs if os.path.isdir(os.path.join(root, name))
+                   and not os.path.islink(os.path.join(root, name))]
+    for root, dirs, files in os.walk(new, topdown=True):
+        for name in sorted(dirs + files):
+            path = os.path.join(root, name)
+            target = os.path.join(old, os.path.relpath(path, new))
+            if same(path, target):
+                continue
+            changed += 1
+            if os.path.isdir(path) and not os.path.islink(path):
+                if kind(target) is None:
+                    os.mkdir(target)
+                os.chmod(target, stat.S_IMODE(os.lstat(path).st_mode))
+            else:
+                if kind(target) is not None:
+                    remove(target)
+                if os.path.islink(path):
+                    os.symlink(os.readlink(path), target)
+                else:
+                    shutil.copy2(path, target)
+    shutil.rmtree(new)
+    return changed
+
+
+if __name__ == "__main__":
+    print(f"tree sync: {sync(sys.argv[1], sys.argv[2])} entries written or removed")
