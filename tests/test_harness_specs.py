@@ -451,7 +451,18 @@ def test_environments_share_system_layers_per_suite_and_leave_build_caches_out(r
         for layer in layers[1:]:
             repos_above.setdefault(spec.repo, set()).add(layer.tag)
     assert {suite: len(tags) for suite, tags in first.items()} == {"bullseye": 1, "bookworm": 1}
-    assert len(repos_above["matplotlib/matplotlib"]) == 2  # its TeX and ffmpeg above it, one layer per suite
+    # the locales: one layer per suite, shared by the three repositories whose tests use them
+    locales = {layer.tag for repo in ("astropy/astropy", "django/django", "matplotlib/matplotlib")
+               for layer in _system_layers(spec_for(Task.from_swebench(next(row for row in rows.values()
+                                                                            if row["repo"] == repo)),
+                                                    downloads=False), "b")
+               if "locales-all" in layer.script}
+    assert len(locales) == 1
+    assert not [row for row in rows.values() if row["repo"] not in ("astropy/astropy", "django/django",
+                                                                    "matplotlib/matplotlib")
+                and "locales" in spec_for(Task.from_swebench(row), downloads=False).system_packages]
+    # matplotlib: the locales, then its TeX and ffmpeg, one layer each per suite
+    assert len(repos_above["matplotlib/matplotlib"]) == 4
 
     requests = spec_for(task(rows, "psf__requests-2317"), downloads=False)
     flask = spec_for(task(rows, "pallets__flask-4045"), downloads=False)

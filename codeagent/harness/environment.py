@@ -112,20 +112,25 @@ PIP_FOR_INSTALL = "python -m pip install -q 'pip>=21.3,<25.3'"
 
 def _system_layers(spec: ResolvedSpec, base: str) -> list[Layer]:
     """What the environment needs from Debian, most shared first: the packages every repository asks
-    for (_common.yaml's) with the Python's own; a Python no suite has (fetched by uv); the packages
-    the repository adds. Keyed by their content only: environments on the same suite share them."""
+    for (_common.yaml's) with the Python's own; those of _common.yaml's shared_system_packages it asks
+    for (the locales: a layer some repositories share); a Python no suite has (fetched by uv); the
+    packages the repository adds. Keyed by their content only: environments on the same suite share them."""
     from .specs import load_library
 
+    library = load_library()
     wanted = set(spec.system_packages) | set(spec.python_debian_packages)
-    common = wanted & (set(load_library().common.system_packages or []) | set(spec.python_debian_packages))
+    common = wanted & (set(library.common.system_packages or []) | set(spec.python_debian_packages))
+    shared = (wanted - common) & set(library.shared_system_packages)
     steps = [_apt_install(sorted(common))] if common else []
+    if shared:
+        steps.append(_apt_install(sorted(shared)))
     if spec.python_download:  # a Python no suite has: fetched by uv (specs.downloads_allowed)
         mirror = os.environ.get("UV_PYTHON_INSTALL_MIRROR", "")
         fetch = f"UV_PYTHON_INSTALL_MIRROR={shlex.quote(mirror)} " if mirror else ""
         steps.append(f"python3 -m venv /opt/uv && /opt/uv/bin/pip install -q --no-cache-dir uv\n"
                      f"{fetch}/opt/uv/bin/uv python install {shlex.quote(spec.python_used)}\nrm -rf /root/.cache/uv")
-    if wanted - common:
-        steps.append(_apt_install(sorted(wanted - common)))
+    if wanted - common - shared:
+        steps.append(_apt_install(sorted(wanted - common - shared)))
     layers: list[Layer] = []
     for script in steps:
         parent = layers[-1].tag if layers else base

@@ -29,6 +29,7 @@ class SpecLibrary(BaseModel):
     pythons: list[PythonImage]
     common: EnvSpec
     repos: dict[str, RepoSpecs]
+    shared_system_packages: list[str] = []  # asked by some repositories only: a layer of their own
 
     def versions(self, repo: str) -> list[str]:
         return list(self.repos[repo].versions) if repo in self.repos else []
@@ -89,6 +90,9 @@ def _load_library(folder: str) -> SpecLibrary:
     if not pythons:
         raise SpecError(f"{common_path}: `pythons` lists no interpreter")
     common_layer, _ = _layer(common.get("defaults"), f"{common_path}: defaults")
+    shared = common.get("shared_system_packages") or []
+    if not isinstance(shared, list) or not all(isinstance(name, str) for name in shared):
+        raise SpecError(f"{common_path}: shared_system_packages must be a list of Debian package names")
 
     repos: dict[str, RepoSpecs] = {}
     for path in sorted(root.glob("*.yaml")):
@@ -113,4 +117,5 @@ def _load_library(folder: str) -> SpecLibrary:
             versions[version], versions_on[version] = _layer(layer, f"{path}: versions.{version}")
         repos[repo] = RepoSpecs(repo=repo, path=str(path), defaults=defaults, defaults_on_python=defaults_on,
                                 versions=versions, versions_on_python=versions_on)
-    return SpecLibrary(folder=str(root), pythons=pythons, common=common_layer, repos=repos)
+    return SpecLibrary(folder=str(root), pythons=pythons, common=common_layer, repos=repos,
+                       shared_system_packages=shared)
