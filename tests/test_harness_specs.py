@@ -478,11 +478,12 @@ def test_environments_share_system_layers_per_suite_and_leave_build_caches_out(r
     assert PIP_FOR_INSTALL in instance and instance[-1] == PIP_CACHE_CLEAN
 
 
-def test_sphinx_installs_a_versions_dependencies_once_in_the_env_layer(rows):
-    """issue 27: `pip install -e .[test]` brought ~65 MB into every sphinx instance layer. The env layer
-    installs them from the tree at environment_setup_commit (shared by the version's instances), then
-    uninstalls the project and removes the tree in the same layer; other repositories are unchanged."""
-    from codeagent.harness.environment import PIP_FOR_INSTALL, UNINSTALL_PROJECT, _env_layer, _instance_layer
+def test_sphinx_installs_a_versions_dependencies_once_in_a_deps_layer(rows):
+    """issue 27: `pip install -e .[test]` brought ~65 MB into every sphinx instance layer. A deps layer per
+    version installs them from the tree at environment_setup_commit, uninstalls the project and leaves
+    the tree as committed without .git; each instance is built on the env layer as before and written
+    over it (build_on). Other repositories are unchanged."""
+    from codeagent.harness.environment import ENV_PREFIX, UNINSTALL_PROJECT, _deps_layer, _env_layer, _instance_layer
     from codeagent.sandbox.workspace import RepoSnapshot
 
     sphinx = [row for row in rows.values() if row["repo"] == "sphinx-doc/sphinx"]
@@ -500,19 +501,17 @@ def test_sphinx_installs_a_versions_dependencies_once_in_the_env_layer(rows):
     assert len({spec.env_key(), moved.env_key(), reinstalled.env_key()}) == 3
     source = RepoSnapshot(Path("/nonexistent"), t.base_commit, "1" * 40, "")
     deps = RepoSnapshot(Path("/nonexistent"), spec.deps_commit, "2" * 40, "")
-    env = _env_layer(spec, "codeagent/system:x", source, deps)
-    steps = env.script.splitlines()
-    assert env.tree is deps and env.tag != _env_layer(spec, "codeagent/system:x", source, source).tag
-    start = steps.index("cd /testbed")
-    assert steps.index(PIP_FOR_INSTALL) < start
-    assert steps[start + 1:start + 1 + len(spec.pre_install) + 1] == [*spec.pre_install, *spec.install]
-    assert steps[-3:-1] == ["git checkout -q -- . && git clean -qfdx", "rm -rf .git"]
-    assert env.script.index(UNINSTALL_PROJECT) < env.script.index("git checkout")
-    # the instance installs as before (its own setup.py decides, the dependencies are found in place),
-    # writing its tree over the env's
-    instance = _instance_layer(spec, env, source)
-    assert spec.install[0] in instance.script and instance.tree_over_parent
-    assert not _instance_layer(spec, _env_layer(spec, "codeagent/system:x", source), source).tree_over_parent
+    env = _env_layer(spec, "codeagent/system:x", source)
+    assert "/testbed" not in env.script and env.tree is None  # shared across versions, as before
+    layer = _deps_layer(spec, env, deps)
+    steps = layer.script.splitlines()
+    assert layer.parent == env.tag and layer.tree is deps and layer.tag != _deps_layer(spec, env, source).tag
+    assert steps[1:1 + len(spec.pre_install) + 1] == [*spec.pre_install, *spec.install]
+    assert layer.script.index(UNINSTALL_PROJECT) < layer.script.index("git checkout -q -- . && git clean -qfdx\nrm -rf .git")
+    instance = _instance_layer(spec, env, source, layer)
+    assert (instance.parent, instance.build_on, instance.carried) == (layer.tag, env.tag, [ENV_PREFIX, "/testbed"])
+    assert instance.script == _instance_layer(spec, env, source).script  # built as without deps_in_env
+    assert _instance_layer(spec, env, source).build_on is None
 
     no_setup = spec_for(task(rows, "sphinx-doc__sphinx-8595", environment_setup_commit=None), downloads=False)
     assert no_setup.deps_commit is None and "deps" not in no_setup.env_payload()

@@ -56,3 +56,16 @@ def test_old_becomes_new_and_untouched_files_keep_their_inode(tmp_path):
     # added/deep, added/deep/a.txt, retarget, was_file, was_dir, docs/common
     assert written == 14
     assert sync(str(expected), str(old)) == 0  # nothing left to write
+
+
+def test_bytecode_that_differs_only_in_its_recorded_source_time_is_kept(tmp_path):
+    new, old = tmp_path / "new", tmp_path / "old"
+    header = b"\x6f\x0d\x0d\x0a" + bytes(4)
+    new.mkdir()
+    old.mkdir()
+    (new / "a.pyc").write_bytes(header + b"\x01\x00\x00\x00\x10\x00\x00\x00" + b"code")
+    (old / "a.pyc").write_bytes(header + b"\x02\x00\x00\x00\x10\x00\x00\x00" + b"code")
+    (new / "b.pyc").write_bytes(header + b"\x01\x00\x00\x00\x10\x00\x00\x00" + b"code")
+    (old / "b.pyc").write_bytes(header + b"\x01\x00\x00\x00\x10\x00\x00\x00" + b"edoc")
+    assert sync(str(new), str(old)) == 1
+    assert (old / "a.pyc").read_bytes()[8:12] == b"\x02\x00\x00\x00" and (old / "b.pyc").read_bytes().endswith(b"code")

@@ -34,6 +34,7 @@ CONSTRAINTS_FILE = "/opt/codeagent-constraints.txt"
 BUILD_CONSTRAINTS = "setuptools<80\n"
 SYSTEM_IMAGE = "codeagent/system"
 ENV_IMAGE = "codeagent/env"
+DEPS_IMAGE = "codeagent/deps"
 INSTANCE_IMAGE = "codeagent/instance"
 
 
@@ -45,6 +46,7 @@ class TaskImages:
     instance: str
     built: list[str]  # the layers this call had to build
     seconds: float
+    deps: str | None = None  # the version's dependencies and tree, between env and instance (deps_in_env)
 
 
 def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None,
@@ -65,14 +67,17 @@ def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None,
         if build_layer(layer, log_dir / f"system{number}_build.log" if log_dir else None).built:
             built.append(layer.tag)
         system = layer.tag
-    deps = snapshot(task.repo, spec.deps_commit) if spec.deps_commit else None
-    env_layer = _env_layer(spec, system, source, deps)
+    env_layer = _env_layer(spec, system, source)
     if build_layer(env_layer, log_dir / "env_build.log" if log_dir else None).built:
         built.append(env_layer.tag)
-    instance_layer = _instance_layer(spec, env_layer, source)
+    deps_layer = _deps_layer(spec, env_layer, snapshot(task.repo, spec.deps_commit)) if spec.deps_commit else None
+    if deps_layer is not None and build_layer(deps_layer, log_dir / "deps_build.log" if log_dir else None).built:
+        built.append(deps_layer.tag)
+    instance_layer = _instance_layer(spec, env_layer, source, deps_layer)
     if build_layer(instance_layer, log_dir / "instance_build.log" if log_dir else None).built:
         built.append(instance_layer.tag)
-    return TaskImages(base, system, env_layer.tag, instance_layer.tag, built, time.monotonic() - started)
+    return TaskImages(base, system, env_layer.tag, instance_layer.tag, built, time.monotonic() - started,
+                      deps_layer.tag if deps_layer else None)
 
 
 def base_image(suite: str | None) -> str:
@@ -143,10 +148,8 @@ def _apt_install(packages: list[str]) -> str:
             f"apt-get install -y -qq --no-install-recommends {' '.join(map(shlex.quote, packages))}; " + APT_CLEAN)
 
 
-def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot, deps: RepoSnapshot | None = None) -> Layer:
-    """The virtualenv and the spec's Python packages, on `parent` (the system layer); with `deps` (the
-    repository at spec.deps_commit), the dependencies its install brings, not the project itself, and
-    its tree at /testbed for the instance layers to write over."""
+def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot) -> Layer:
+    """The virtualenv and the spec's Python packages, on `parent` (the system layer)."""
     if spec.python_download:
         steps = [f"/opt/uv/bin/uv venv --seed --python {shlex.quote(spec.python_used)} {ENV_PREFIX}"]
     else:
@@ -158,18 +161,23 @@ def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot, deps: Repo
         steps.append(f"pip install -r {REQUIREMENTS_FILE}")
     if spec.pip_packages:
         steps.append(f"pip install {' '.join(map(shlex.quote, spec.pip_packages))}")
-    steps.append(PIP_FOR_INSTALL)
-    if deps is not None:
-        # The tree stays, as committed and without its .git: an instance layer writes over it only the
-        # files its own commit changes (Layer.tree_over_parent). The setup commit is often later than
-        # the instances': its files that an instance lacks are removed in that instance's layer, so
-        # none is visible in a sandbox, and its git objects are never in any image.
-        steps += ["cd /testbed", *_pretend_version(deps), *spec.pre_install, *spec.install, UNINSTALL_PROJECT,
-                  "git checkout -q -- . && git clean -qfdx", "rm -rf .git"]
-    steps.append(PIP_CACHE_CLEAN)
+    steps += [PIP_FOR_INSTALL, PIP_CACHE_CLEAN]
     script, env = "\n".join(steps), image_env(spec)
-    return Layer(tag=layer_tag(ENV_IMAGE, parent, script, env, files, deps), parent=parent, script=script,
-                 env=env, files=files, tree=deps)
+    return Layer(tag=layer_tag(ENV_IMAGE, parent, script, env, files, None), parent=parent, script=script,
+                 env=env, files=files)
+
+
+def _deps_layer(spec: ResolvedSpec, env_layer: Layer, deps: RepoSnapshot) -> Layer:
+    """deps_in_env: on the env layer, what the version's instances have in common: the dependencies the
+    install brings at spec.deps_commit (not the project itself), and that commit's tree at /testbed as
+    committed, without .git. It is what an instance layer is written over, never what it is built on
+    (_instance_layer): a file here that an instance does not have is removed in that instance's layer,
+    and the setup commit's git objects are in no image."""
+    steps = ["cd /testbed", *_pretend_version(deps), *spec.pre_install, *spec.install, UNINSTALL_PROJECT,
+             "git checkout -q -- . && git clean -qfdx", "rm -rf .git", PIP_CACHE_CLEAN]
+    script = "\n".join(steps)
+    return Layer(tag=layer_tag(DEPS_IMAGE, env_layer.tag, script, env_layer.env, {}, deps), parent=env_layer.tag,
+                 script=script, env=env_layer.env, tree=deps)
 
 
 # Uninstalls what was installed from /testbed (an editable install, a `setup.py develop`, a plain
@@ -195,7 +203,11 @@ ENVIRONMENT_COMMIT = (f"git diff --quiet || {{ git -c user.name=codeagent -c use
                       f"commit -q --no-verify -am 'codeagent environment' && git tag -f {BASE_TAG} >/dev/null; }}")
 
 
-def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) -> Layer:
+def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot, deps_layer: Layer | None = None) -> Layer:
+    """The repository at the task's commit in /testbed, installed. Always built on the env layer, as if
+    no deps layer existed (what pip resolves is the instance's own: a dependency the setup commit
+    pinned differently, or one only it needs, never leaks in); with a deps layer, the result is then
+    written over it (Layer.build_on), so the layer holds only what differs from the version's."""
     # Editable installs of pyproject-only projects need pip >= 21.3 (PEP 660); older releases of
     # bullseye's pip refuse them. Below 25.3, which dropped options old specs use (--no-use-pep517).
     steps = ["cd /testbed", *_pretend_version(source), PIP_FOR_INSTALL, *spec.pre_install, *spec.install,
@@ -206,9 +218,12 @@ def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot) 
              # (a patch that did would fail to apply on the environment as built, issue 28)
              ENVIRONMENT_COMMIT, PIP_CACHE_CLEAN]
     script = "\n".join(steps)
-    return Layer(tag=layer_tag(INSTANCE_IMAGE, env_layer.tag, script, env_layer.env, {}, source),
-                 parent=env_layer.tag, script=script, env=env_layer.env, tree=source,
-                 tree_over_parent=env_layer.tree is not None)
+    if deps_layer is None:
+        return Layer(tag=layer_tag(INSTANCE_IMAGE, env_layer.tag, script, env_layer.env, {}, source),
+                     parent=env_layer.tag, script=script, env=env_layer.env, tree=source)
+    return Layer(tag=layer_tag(INSTANCE_IMAGE, deps_layer.tag, script, env_layer.env, {}, source),
+                 parent=deps_layer.tag, script=script, env=env_layer.env, tree=source, build_on=env_layer.tag,
+                 carried=[ENV_PREFIX, "/testbed"])
 
 
 def _reader(source: RepoSnapshot, commit: str | None):

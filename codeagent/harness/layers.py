@@ -37,10 +37,11 @@ class Layer:
     env: dict[str, str] = field(default_factory=dict)  # ENV of the committed image
     network: bool = True  # installing packages needs it; the finished image runs without
     tree: RepoSnapshot | None = None  # copied to `workdir` as a one-commit repository first
-    # The parent already holds a tree of the same repository at `workdir` (without .git): the tree is
-    # staged apart and only what differs is written there (tree_sync.py), so this layer holds the
-    # difference, not a second copy of every file.
-    tree_over_parent: bool = False
+    # Build on this image instead of `parent`, then write the `carried` folders over a container of
+    # `parent`, only what differs (tree_sync.py): the image is what the build made, the layer holds only
+    # its difference from `parent`. Every other change the build makes is refused.
+    build_on: str | None = None
+    carried: list[str] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)  # absolute path -> content, put in first
     workdir: str = "/testbed"
     timeout: float = 3600.0
@@ -64,12 +65,15 @@ def build_layer(layer: Layer, log_path: Path | None = None) -> BuildResult:
     return BuildResult(layer.tag, True, time.monotonic() - started)
 
 
-def _build(layer: Layer, log_path: Path | None) -> None:
-    client = docker_client()
-    container = client.containers.create(
-        layer.parent, ["sleep", "infinity"], init=True, network_mode="bridge" if layer.network else "none",
+def _container(image: str, layer: Layer, network: bool):
+    return docker_client().containers.create(
+        image, ["sleep", "infinity"], init=True, network_mode="bridge" if network else "none",
         environment=layer.env, working_dir="/", labels={BUILD_LABEL: "build", **owner_labels()},
     )
+
+
+def _build(layer: Layer, log_path: Path | None) -> None:
+    container = _container(layer.build_on or layer.parent, layer, layer.network)
     try:
         container.start()
         if layer.files:
@@ -84,9 +88,10 @@ def _build(layer: Layer, log_path: Path | None) -> None:
         if exit_code != 0:
             tail = output.decode("utf-8", errors="replace")[-1500:]
             raise LayerBuildError(layer.tag, f"exit code {exit_code}:\n{tail}", log_path)
-        repository, _, version = layer.tag.rpartition(":")
-        changes = [f"ENV {key}={value}" for key, value in layer.env.items()] + [f"WORKDIR {layer.workdir}"]
-        container.commit(repository=repository, tag=version, changes=changes)
+        if layer.build_on is None:
+            _commit(container, layer)
+        else:
+            _carry_over(container, layer)
     except Exception as exc:
         if "no space left on device" in str(exc).lower():
             raise LayerBuildError(layer.tag, "the disk is full: free space, or `codeagent sandbox prune --images`",
@@ -94,6 +99,58 @@ def _build(layer: Layer, log_path: Path | None) -> None:
         raise
     finally:
         container.remove(force=True)
+
+
+def _commit(container, layer: Layer) -> None:
+    repository, _, version = layer.tag.rpartition(":")
+    changes = [f"ENV {key}={value}" for key, value in layer.env.items()] + [f"WORKDIR {layer.workdir}"]
+    container.commit(repository=repository, tag=version, changes=changes)
+
+
+SCRATCH = ("/tmp/", "/var/tmp/")  # a build's leftovers there are not carried over (nor refused)
+TREE_SYNC = Path(__file__).with_name("tree_sync.py")
+
+
+def _carry_over(builder, layer: Layer) -> None:
+    """Write what the build made in `layer.carried` over a container of `layer.parent`, then commit
+    that: the image holds exactly the builder's folders, its layer only their difference."""
+    strays = [change["Path"] for change in builder.diff() or []
+              if not _carried(change["Path"], layer.carried) and not change["Path"].startswith(SCRATCH)
+              and not (change["Kind"] == 0 and _is_dir(builder, change["Path"]))]
+    if strays:
+        raise LayerBuildError(layer.tag, f"the build changed {', '.join(sorted(strays)[:5])} outside "
+                                         f"{', '.join(layer.carried)}: it cannot be written over {layer.parent}")
+    target = _container(layer.parent, layer, network=False)
+    try:
+        target.start()
+        for number, path in enumerate(layer.carried):
+            staging = f"/tmp/codeagent-carry/{number}"
+            stream, _ = builder.get_archive(path)
+            code, _ = target.exec_run(["mkdir", "-p", staging, path])
+            if code != 0 or not target.put_archive(staging, stream):
+                raise LayerBuildError(layer.tag, f"carrying {path} over {layer.parent} failed")
+            # the system's python, without site: the venv being written is not the one running
+            code, output = target.exec_run(["/usr/bin/python3", "-S", "-c", TREE_SYNC.read_text(),
+                                            f"{staging}/{Path(path).name}", path])
+            if code != 0:
+                raise LayerBuildError(layer.tag, f"writing {path} over {layer.parent} failed: "
+                                                 f"{output.decode(errors='replace')[-800:]}")
+        # the index's stat data are the builder's files': a file kept from the parent differs in them
+        target.exec_run(["git", "-C", layer.workdir, "update-index", "-q", "--refresh"])
+        _commit(target, layer)
+    finally:
+        target.remove(force=True)
+
+
+def _carried(path: str, carried: list[str]) -> bool:
+    """Is `path` in a carried folder, or one of the folders above one?"""
+    return any(path == folder or path.startswith(folder.rstrip("/") + "/") or folder.startswith(path.rstrip("/") + "/")
+               for folder in carried)
+
+
+def _is_dir(container, path: str) -> bool:
+    code, _ = container.exec_run(["test", "-d", path])
+    return code == 0
 
 
 def _put_files(container, files: dict[str, bytes]) -> None:
@@ -109,25 +166,15 @@ def _put_files(container, files: dict[str, bytes]) -> None:
     container.put_archive("/", buffer.getvalue())
 
 
-STAGING = "/tmp/codeagent-tree"  # where a tree over its parent's is staged (removed by the sync)
-
-
 def _copy_tree(container, layer: Layer) -> None:
     assert layer.tree is not None
-    target = STAGING if layer.tree_over_parent else layer.workdir
     with tempfile.TemporaryDirectory(prefix="codeagent-layer-") as tmp:
         tarball = Path(tmp) / "tree.tar"
-        layer.tree.write_tar(tarball, prefix=target)  # extracted at /: see write_tar
-        code, output = container.exec_run(["mkdir", "-p", target, layer.workdir])
+        layer.tree.write_tar(tarball, prefix=layer.workdir)  # extracted at /: see write_tar
+        code, output = container.exec_run(["mkdir", "-p", layer.workdir])
         with open(tarball, "rb") as data:
             if code != 0 or not container.put_archive("/", data):
                 raise LayerBuildError(layer.tag, f"copying the repository into {layer.workdir} failed")
-    if layer.tree_over_parent:
-        sync = (Path(__file__).with_name("tree_sync.py")).read_text()
-        code, output = container.exec_run(["python3", "-c", sync, STAGING, layer.workdir])
-        if code != 0:
-            raise LayerBuildError(layer.tag, f"writing the repository over its parent's failed: "
-                                             f"{output.decode(errors='replace')[-800:]}")
     code, output = container.exec_run(["sh", "-c", INIT_REPO_SCRIPT, "sh", layer.tree.commit], workdir=layer.workdir)
     if code != 0:
         raise LayerBuildError(layer.tag, f"preparing the repository failed: {output.decode(errors='replace')[-800:]}")

@@ -67,10 +67,10 @@ class EnvSpec(BaseModel):
     pip_packages: list[str] | None = None
     pre_install: list[str] | None = None
     install: list[str] | None = None
-    # The version's dependencies go in the env layer, shared by its instances: the repository at the
-    # task's environment_setup_commit is put through pre_install and install there, then the project
-    # itself is uninstalled and its tree put back as committed (no .git), for the instance layers to
-    # write only their differences over. The instance's own install finds the dependencies in place.
+    # The version's dependencies in a layer its instances share (environment.py _deps_layer): the
+    # repository at the task's environment_setup_commit through pre_install and install, the project
+    # then uninstalled, its tree left as committed (no .git). Each instance is still built on the env
+    # layer alone, then written over that one: its layer holds only what differs.
     deps_in_env: bool | None = None
     env: dict[str, str] | None = None
     test_env: dict[str, str] | None = None

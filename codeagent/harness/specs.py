@@ -32,10 +32,12 @@ How an image builder uses a resolved spec (the order matters):
     env image:      if `requirements`, the first of those files that exists in
                     the repository at `requirements_commit`, cleaned (`clean_requirements`), with
                     `pip install -r`; then `pip install` pip_packages in one command (pins win);
-                    with `deps_in_env`, the repository at environment_setup_commit through pre_install
-                    and install, the project then uninstalled, its tree left as committed without .git
-                    (the instance image writes only what its commit changes); image ENV = env
-    instance image: the repository at base_commit in /testbed; pre_install, then install, in /testbed
+                    image ENV = env
+    deps image:     with `deps_in_env`, on the env image: the repository at environment_setup_commit
+                    through pre_install and install, the project then uninstalled, its tree left as
+                    committed without .git (one per version)
+    instance image: the repository at base_commit in /testbed; pre_install, then install, in /testbed,
+                    on the env image; with a deps image, the result is written over it (only what differs)
     tests:          directives.test_command(task, spec), in /testbed, within test_timeout seconds
 
 `env_key()` hashes what defines the env image, `instance_key()` that plus the repository, base commit

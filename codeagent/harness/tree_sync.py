@@ -1,9 +1,9 @@
 """Make folder OLD hold exactly what folder NEW holds, writing only what differs; then remove NEW.
 
-Run inside a layer's build container (stdlib only, `python3 tree_sync.py NEW OLD`): OLD is a tree the
-parent image already holds, so an entry left alone is not copied into the new layer (the layer holds
-the difference, not a second copy of the repository). An entry differs when its kind, permission
-bits, link target or bytes differ; what NEW lacks is removed from OLD.
+Run inside a layer's container (stdlib only, `python3 -S tree_sync.py NEW OLD`, layers.py): OLD is a
+folder the parent image already holds, so an entry left alone is not copied into the new layer (the
+layer holds the difference, not a second copy). An entry differs when its kind, permission bits,
+link target or bytes differ (a .pyc's recorded source time aside); what NEW lacks is removed from OLD.
 """
 
 from __future__ import annotations
@@ -28,7 +28,18 @@ def same(new: str, old: str) -> bool:
         return False
     if os.path.islink(new):
         return os.readlink(new) == os.readlink(old)
+    if new.endswith(".pyc"):
+        return same_bytecode(new, old)
     return os.path.isdir(new) or filecmp.cmp(new, old, shallow=False)
+
+
+def same_bytecode(new: str, old: str) -> bool:
+    """Two .pyc files that differ only in the source's time and size their header records (bytes
+    8-16) hold the same code: the one kept was compiled from the source file kept beside it, whose
+    time it records (where that source was replaced, Python compiles it again on import)."""
+    with open(new, "rb") as a, open(old, "rb") as b:
+        first, second = a.read(), b.read()
+    return len(first) == len(second) >= 16 and first[:8] == second[:8] and first[16:] == second[16:]
 
 
 def remove(path: str) -> None:
