@@ -106,3 +106,5 @@ def test_gold_resolves_on_the_carried_instance(tasks, images, tmp_path):
     report = grade_task(tasks[1], GOLD, tmp_path)
     assert report["outcome"] == "resolved", report.get("reason")
     assert report["layers_built"] == []
+    (_, second), _ = images
+    assert report["images"]["deps"] == second.deps and report["images"]["instance"] == second.instance

@@ -127,7 +127,7 @@ class BuiltImages(_Built):
         images = self.images(log_dir, phase)
         facts = {"image": images.instance, **self.facts(),
                  "images": {"base": images.base, "system": images.system, "env": images.env,
-                            "instance": images.instance},
+                            **({"deps": images.deps} if images.deps else {}), "instance": images.instance},
                  "layers_built": images.built, "image_seconds": round(images.seconds, 2)}
         return Grading(images.instance, self.plan(network=True), services=self.services, facts=facts)
 
