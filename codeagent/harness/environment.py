@@ -126,7 +126,7 @@ def _system_layers(spec: ResolvedSpec, base: str) -> list[Layer]:
     wanted = set(spec.system_packages) | set(spec.python_debian_packages)
     common = wanted & (set(library.common.system_packages or []) | set(spec.python_debian_packages))
     shared = (wanted - common) & set(library.shared_system_packages)
-    steps = [_apt_install(sorted(common))] if common else []
+    steps = [_dpkg_exclude(library.system_exclude) + _apt_install(sorted(common))] if common else []
     if shared:
         steps.append(_apt_install(sorted(shared)))
     if spec.python_download:  # a Python no suite has: fetched by uv (specs.downloads_allowed)
@@ -141,6 +141,14 @@ def _system_layers(spec: ResolvedSpec, base: str) -> list[Layer]:
         parent = layers[-1].tag if layers else base
         layers.append(Layer(tag=layer_tag(SYSTEM_IMAGE, parent, script, {}, {}, None), parent=parent, script=script))
     return layers
+
+
+def _dpkg_exclude(patterns: list[str]) -> str:
+    """Shell that has dpkg leave files matching `patterns` out of every package installed from here on."""
+    if not patterns:
+        return ""
+    lines = "".join(f"path-exclude {pattern}\n" for pattern in patterns)
+    return f"printf %s {shlex.quote(lines)} > /etc/dpkg/dpkg.cfg.d/codeagent-environment; "
 
 
 def _apt_install(packages: list[str]) -> str:

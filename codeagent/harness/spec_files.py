@@ -30,6 +30,7 @@ class SpecLibrary(BaseModel):
     common: EnvSpec
     repos: dict[str, RepoSpecs]
     shared_system_packages: list[str] = []  # asked by some repositories only: a layer of their own
+    system_exclude: list[str] = []  # dpkg path-exclude globs for every package the environments install
 
     def versions(self, repo: str) -> list[str]:
         return list(self.repos[repo].versions) if repo in self.repos else []
@@ -90,9 +91,10 @@ def _load_library(folder: str) -> SpecLibrary:
     if not pythons:
         raise SpecError(f"{common_path}: `pythons` lists no interpreter")
     common_layer, _ = _layer(common.get("defaults"), f"{common_path}: defaults")
-    shared = common.get("shared_system_packages") or []
-    if not isinstance(shared, list) or not all(isinstance(name, str) for name in shared):
-        raise SpecError(f"{common_path}: shared_system_packages must be a list of Debian package names")
+    shared, exclude = common.get("shared_system_packages") or [], common.get("system_exclude") or []
+    for key, value in (("shared_system_packages", shared), ("system_exclude", exclude)):
+        if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+            raise SpecError(f"{common_path}: {key} must be a list of strings")
 
     repos: dict[str, RepoSpecs] = {}
     for path in sorted(root.glob("*.yaml")):
@@ -118,4 +120,4 @@ def _load_library(folder: str) -> SpecLibrary:
         repos[repo] = RepoSpecs(repo=repo, path=str(path), defaults=defaults, defaults_on_python=defaults_on,
                                 versions=versions, versions_on_python=versions_on)
     return SpecLibrary(folder=str(root), pythons=pythons, common=common_layer, repos=repos,
-                       shared_system_packages=shared)
+                       shared_system_packages=shared, system_exclude=exclude)
