@@ -69,3 +69,15 @@ def test_bytecode_that_differs_only_in_its_recorded_source_time_is_kept(tmp_path
     (old / "b.pyc").write_bytes(header + b"\x01\x00\x00\x00\x10\x00\x00\x00" + b"edoc")
     assert sync(str(new), str(old)) == 1
     assert (old / "a.pyc").read_bytes()[8:12] == b"\x02\x00\x00\x00" and (old / "b.pyc").read_bytes().endswith(b"code")
+
+
+def test_a_link_in_place_of_either_folder_is_refused(tmp_path):
+    import pytest
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "link")
+    for new, old in (("link", "real"), ("real", "link"), ("real", "missing")):
+        with pytest.raises(SystemExit, match="is not a folder"):
+            sync(str(tmp_path / new), str(tmp_path / old))
+    assert os.listdir(tmp_path / "elsewhere") == []

@@ -22,6 +22,7 @@ from pathlib import Path
 from ..sandbox.images import build_base_image
 from ..sandbox.workspace import BASE_TAG, RepoSnapshot, snapshot
 from ..task import Task
+from .layer_carry import carry_recipe
 from .layers import Layer, build_layer
 from .specs import ResolvedSpec, requirements_text
 
@@ -46,12 +47,12 @@ class TaskImages:
     instance: str
     built: list[str]  # the layers this call had to build
     seconds: float
-    deps: str | None = None  # the version's dependencies and tree, between env and instance (deps_in_env)
+    deps: str | None = None  # the version's dependencies, between env and instance (spec deps_layer)
 
 
 def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None,
                 phase: Callable[[str], None] | None = None) -> TaskImages:
-    """Build what is missing of the task's three layers; return their tags. `phase(text)` is told
+    """Build what is missing of the task's layers (system, env, deps, instance); return their tags. `phase(text)` is told
     what is going on (cloning, building the environment), for a progress display."""
     import time
 
@@ -176,25 +177,25 @@ def _env_layer(spec: ResolvedSpec, parent: str, source: RepoSnapshot) -> Layer:
 
 
 def _deps_layer(spec: ResolvedSpec, env_layer: Layer, deps: RepoSnapshot) -> Layer:
-    """deps_in_env: on the env layer, what the version's instances have in common: the dependencies the
-    install brings at spec.deps_commit (not the project itself), and that commit's tree at /testbed as
-    committed, without .git. It is what an instance layer is written over, never what it is built on
-    (_instance_layer): a file here that an instance does not have is removed in that instance's layer,
-    and the setup commit's git objects are in no image."""
+    """deps_layer: on the env layer, what the version's instances share: the dependencies the install
+    brings at spec.deps_commit, nothing else (the project uninstalled, its tree removed, any change
+    outside the venv refused). It is what an instance layer is written over, never what it is built on
+    (_instance_layer). No file of the repository stays: its times would tell an instance which of its
+    files the (later) setup commit changed."""
     steps = ["cd /testbed", *_pretend_version(deps), *spec.pre_install, *spec.install, UNINSTALL_PROJECT,
-             "git checkout -q -- . && git clean -qfdx", "rm -rf .git", PIP_CACHE_CLEAN]
+             "cd /", "rm -rf /testbed", PIP_CACHE_CLEAN]
     script = "\n".join(steps)
     return Layer(tag=layer_tag(DEPS_IMAGE, env_layer.tag, script, env_layer.env, {}, deps), parent=env_layer.tag,
-                 script=script, env=env_layer.env, tree=deps)
+                 script=script, env=env_layer.env, tree=deps, carried=[ENV_PREFIX])
 
 
 # Uninstalls what was installed from /testbed (an editable install, a `setup.py develop`, a plain
-# `pip install .`): the dependencies stay. Run in the env layer with deps_in_env, before the tree is
-# put back as committed.
+# `pip install .`): the dependencies stay. Run in the deps layer.
 UNINSTALL_PROJECT = """python - <<'EOF'
 import importlib.metadata, subprocess, sys
 names = {dist.metadata["Name"] for dist in importlib.metadata.distributions()
          if str(getattr(dist, "_path", "")).startswith("/testbed/") or "file:///testbed" in (dist.read_text("direct_url.json") or "")}
+names.discard(None)
 if names:
     subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *sorted(names)], check=True)
 EOF"""
@@ -229,9 +230,11 @@ def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot, 
     if deps_layer is None:
         return Layer(tag=layer_tag(INSTANCE_IMAGE, env_layer.tag, script, env_layer.env, {}, source),
                      parent=env_layer.tag, script=script, env=env_layer.env, tree=source)
-    return Layer(tag=layer_tag(INSTANCE_IMAGE, deps_layer.tag, script, env_layer.env, {}, source),
+    carried = [ENV_PREFIX, "/testbed"]
+    return Layer(tag=layer_tag(INSTANCE_IMAGE, deps_layer.tag, script + carry_recipe(carried), env_layer.env, {},
+                               source),
                  parent=deps_layer.tag, script=script, env=env_layer.env, tree=source, build_on=env_layer.tag,
-                 carried=[ENV_PREFIX, "/testbed"])
+                 carried=carried)
 
 
 def _reader(source: RepoSnapshot, commit: str | None):

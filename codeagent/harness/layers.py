@@ -1,4 +1,5 @@
-"""Image layers built by running a script in a container and committing it: base -> env -> instance.
+"""Image layers built by running a script in a container and committing it (base -> system -> env ->
+deps -> instance, environment.py), or built on another image and written over the parent (layer_carry.py).
 
 A layer's tag is derived from the hash of everything that defines it, so an unchanged layer is
 never built twice (a second run builds nothing), and a file lock per tag keeps parallel workers
@@ -37,11 +38,12 @@ class Layer:
     env: dict[str, str] = field(default_factory=dict)  # ENV of the committed image
     network: bool = True  # installing packages needs it; the finished image runs without
     tree: RepoSnapshot | None = None  # copied to `workdir` as a one-commit repository first
-    # Build on this image instead of `parent`, then write the `carried` folders over a container of
-    # `parent`, only what differs (tree_sync.py): the image is what the build made, the layer holds only
-    # its difference from `parent`. Every other change the build makes is refused.
-    build_on: str | None = None
+    # Set: the only folders the build may change (any other change is refused, scratch is emptied).
     carried: list[str] = field(default_factory=list)
+    # Build on this image instead of `parent`, then write the `carried` folders over a container of
+    # `parent`, only what differs: the image is what the build made, the layer holds only its
+    # difference from `parent` (layer_carry.py).
+    build_on: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)  # absolute path -> content, put in first
     workdir: str = "/testbed"
     timeout: float = 3600.0
@@ -88,10 +90,12 @@ def _build(layer: Layer, log_path: Path | None) -> None:
         if exit_code != 0:
             tail = output.decode("utf-8", errors="replace")[-1500:]
             raise LayerBuildError(layer.tag, f"exit code {exit_code}:\n{tail}", log_path)
+        if layer.carried:
+            _confine(container, layer)
         if layer.build_on is None:
             _commit(container, layer)
         else:
-            _carry_over(container, layer)
+            _commit_carried(container, layer)
     except Exception as exc:
         if "no space left on device" in str(exc).lower():
             raise LayerBuildError(layer.tag, "the disk is full: free space, or `codeagent sandbox prune --images`",
@@ -107,50 +111,37 @@ def _commit(container, layer: Layer) -> None:
     container.commit(repository=repository, tag=version, changes=changes)
 
 
-SCRATCH = ("/tmp/", "/var/tmp/")  # a build's leftovers there are not carried over (nor refused)
-TREE_SYNC = Path(__file__).with_name("tree_sync.py")
+def _confine(container, layer: Layer) -> None:
+    """Refuse a build that changed anything outside its carried folders; empty its scratch."""
+    from .layer_carry import changes_outside
 
-
-def _carry_over(builder, layer: Layer) -> None:
-    """Write what the build made in `layer.carried` over a container of `layer.parent`, then commit
-    that: the image holds exactly the builder's folders, its layer only their difference."""
-    strays = [change["Path"] for change in builder.diff() or []
-              if not _carried(change["Path"], layer.carried) and not change["Path"].startswith(SCRATCH)
-              and not (change["Kind"] == 0 and _is_dir(builder, change["Path"]))]
+    strays = changes_outside(container, layer.carried)
     if strays:
-        raise LayerBuildError(layer.tag, f"the build changed {', '.join(sorted(strays)[:5])} outside "
-                                         f"{', '.join(layer.carried)}: it cannot be written over {layer.parent}")
+        raise LayerBuildError(layer.tag, f"the build changed {', '.join(strays[:5])} outside "
+                                         f"{', '.join(layer.carried)}, the only folders it may change")
+    container.exec_run(["find", "/tmp", "/var/tmp", "-mindepth", "1", "-delete"])
+
+
+def _commit_carried(builder, layer: Layer) -> None:
+    """Write the builder's carried folders over a container of `layer.parent`, and commit that."""
+    from .layer_carry import carry_over
+
     target = _container(layer.parent, layer, network=False)
     try:
         target.start()
-        for number, path in enumerate(layer.carried):
-            staging = f"/tmp/codeagent-carry/{number}"
-            stream, _ = builder.get_archive(path)
-            code, _ = target.exec_run(["mkdir", "-p", staging, path])
-            if code != 0 or not target.put_archive(staging, stream):
-                raise LayerBuildError(layer.tag, f"carrying {path} over {layer.parent} failed")
-            # the system's python, without site: the venv being written is not the one running
-            code, output = target.exec_run(["/usr/bin/python3", "-S", "-c", TREE_SYNC.read_text(),
-                                            f"{staging}/{Path(path).name}", path])
+        try:
+            carry_over(builder, target, layer.carried, lambda box, argv: _exec_with_timeout(box, argv, layer.timeout))
+        except RuntimeError as exc:
+            raise LayerBuildError(layer.tag, f"over {layer.parent}: {exc}") from exc
+        if layer.tree is not None:
+            # the index's stat data are the builder's files': those kept from the parent differ in them
+            code, output = _exec_with_timeout(target, ["git", "-C", layer.workdir, "update-index", "-q", "--refresh"],
+                                              layer.timeout)
             if code != 0:
-                raise LayerBuildError(layer.tag, f"writing {path} over {layer.parent} failed: "
-                                                 f"{output.decode(errors='replace')[-800:]}")
-        # the index's stat data are the builder's files': a file kept from the parent differs in them
-        target.exec_run(["git", "-C", layer.workdir, "update-index", "-q", "--refresh"])
+                raise LayerBuildError(layer.tag, f"refreshing the index failed: {output.decode(errors='replace')[-500:]}")
         _commit(target, layer)
     finally:
         target.remove(force=True)
-
-
-def _carried(path: str, carried: list[str]) -> bool:
-    """Is `path` in a carried folder, or one of the folders above one?"""
-    return any(path == folder or path.startswith(folder.rstrip("/") + "/") or folder.startswith(path.rstrip("/") + "/")
-               for folder in carried)
-
-
-def _is_dir(container, path: str) -> bool:
-    code, _ = container.exec_run(["test", "-d", path])
-    return code == 0
 
 
 def _put_files(container, files: dict[str, bytes]) -> None:

@@ -69,9 +69,9 @@ class EnvSpec(BaseModel):
     install: list[str] | None = None
     # The version's dependencies in a layer its instances share (environment.py _deps_layer): the
     # repository at the task's environment_setup_commit through pre_install and install, the project
-    # then uninstalled, its tree left as committed (no .git). Each instance is still built on the env
-    # layer alone, then written over that one: its layer holds only what differs.
-    deps_in_env: bool | None = None
+    # then uninstalled and its tree removed. Each instance is still built on the env layer alone, then
+    # written over that one: its layer holds only what differs.
+    deps_layer: bool | None = None
     env: dict[str, str] | None = None
     test_env: dict[str, str] | None = None
     pre_test: list[str] | None = None
@@ -147,7 +147,7 @@ class ResolvedSpec(BaseModel):
     pip_packages: list[str]
     pre_install: list[str]
     install: list[str]
-    deps_commit: str | None  # where the env layer installs the dependencies from (deps_in_env), else None
+    deps_commit: str | None  # where the deps layer installs the dependencies from (deps_layer), else None
     env: dict[str, str]
     test_env: dict[str, str]
     pre_test: list[str]
@@ -174,8 +174,6 @@ class ResolvedSpec(BaseModel):
             "requirements": ({"repo": self.repo, "commit": self.requirements_commit, "files": self.requirements}
                              if self.requirements else None),
             "pip_packages": list(self.pip_packages),  # order kept: one pip command, but be safe
-            **({"deps": {"repo": self.repo, "commit": self.deps_commit, "pre_install": list(self.pre_install),
-                         "install": list(self.install)}} if self.deps_commit else {}),
             "env": dict(sorted(self.env.items())),
         }
 
@@ -186,6 +184,8 @@ class ResolvedSpec(BaseModel):
             "base_commit": self.base_commit,
             "pre_install": list(self.pre_install),
             "install": list(self.install),
+            # Only when set: the keys of every instance built before this field existed stay valid.
+            **({"deps_commit": self.deps_commit} if self.deps_commit else {}),
         }
 
     def env_key(self) -> str:

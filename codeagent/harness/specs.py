@@ -33,9 +33,9 @@ How an image builder uses a resolved spec (the order matters):
                     the repository at `requirements_commit`, cleaned (`clean_requirements`), with
                     `pip install -r`; then `pip install` pip_packages in one command (pins win);
                     image ENV = env
-    deps image:     with `deps_in_env`, on the env image: the repository at environment_setup_commit
-                    through pre_install and install, the project then uninstalled, its tree left as
-                    committed without .git (one per version)
+    deps image:     with `deps_layer`, on the env image: the repository at environment_setup_commit
+                    through pre_install and install, the project then uninstalled and the tree
+                    removed (one per version)
     instance image: the repository at base_commit in /testbed; pre_install, then install, in /testbed,
                     on the env image; with a deps image, the result is written over it (only what differs)
     tests:          directives.test_command(task, spec), in /testbed, within test_timeout seconds
@@ -203,7 +203,7 @@ def spec_for(task: Task, pythons: list[PythonImage] | None = None,
         pre_install=fields.get("pre_install") or [],
         install=fields.get("install") or [],
         # Only with a setup commit: it is what the version's instances share (their own commits differ).
-        deps_commit=task.environment_setup_commit if fields.get("deps_in_env") and fields.get("install") else None,
+        deps_commit=task.environment_setup_commit if fields.get("deps_layer") and fields.get("install") else None,
         env=fields.get("env") or {},
         test_env=fields.get("test_env") or {},
         pre_test=fields.get("pre_test") or [],

@@ -4,6 +4,7 @@ Run inside a layer's container (stdlib only, `python3 -S tree_sync.py NEW OLD`, 
 folder the parent image already holds, so an entry left alone is not copied into the new layer (the
 layer holds the difference, not a second copy). An entry differs when its kind, permission bits,
 link target or bytes differ (a .pyc's recorded source time aside); what NEW lacks is removed from OLD.
+Times, owners, hard links and extended attributes are not compared: an entry kept has OLD's.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def same(new: str, old: str) -> bool:
 
 def same_bytecode(new: str, old: str) -> bool:
     """Two .pyc files that differ only in the source's time and size their header records (bytes
-    8-16) hold the same code: the one kept was compiled from the source file kept beside it, whose
-    time it records (where that source was replaced, Python compiles it again on import)."""
+    8-16) hold the same code: the one kept records the time of the source kept beside it (where that
+    source was replaced by one compiling to the same code, Python compiles it again on import)."""
     with open(new, "rb") as a, open(old, "rb") as b:
         first, second = a.read(), b.read()
     return len(first) == len(second) >= 16 and first[:8] == second[:8] and first[16:] == second[16:]
@@ -51,6 +52,9 @@ def remove(path: str) -> None:
 
 def sync(new: str, old: str) -> int:
     """The number of entries written or removed in `old`."""
+    for top in (new, old):
+        if os.path.islink(top) or not os.path.isdir(top):
+            raise SystemExit(f"tree sync: {top} is not a folder")
     changed = 0
     for root, dirs, files in os.walk(old, topdown=True):
         for name in sorted(dirs + files):

@@ -1,15 +1,18 @@
-"""`deps_in_env` (issue 27), in Docker. A version's dependencies are installed once, in a deps layer over
-the env layer, from the repository at its environment_setup_commit, whose tree (without .git) stays there.
-Each instance is still built on the env layer alone, exactly as without it, then written over the deps
-layer: what pip resolves is the instance's own (a dependency the setup commit pins otherwise, or one only
-it needs, never leaks in), no later file is visible, and the layer holds only what differs."""
+"""`deps_layer` (issue 27), in Docker. A version's dependencies are installed once, in a deps layer over
+the env layer, from the repository at its environment_setup_commit; nothing of that tree stays. Each
+instance is still built on the env layer alone, exactly as without it, then written over the deps layer:
+what pip resolves is the instance's own (a dependency the setup commit pins otherwise, or one only it
+needs, never leaks in), and a dependency it shares is the deps layer's file, not a copy."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from codeagent.evals.batch import grade_task
 from codeagent.harness.environment import task_images
+from codeagent.harness.layers import LayerBuildError
 from codeagent.harness.specs import spec_for
 from codeagent.sandbox.engine import docker_client
 from codeagent.task import Task
@@ -18,7 +21,7 @@ from tests.support.git import git
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
-DEPS_CONFIG = {**CONFIG, "install": ["python -m pip install -e ."], "deps_in_env": True}
+DEPS_CONFIG = {**CONFIG, "install": ["python -m pip install -e ."], "deps_layer": True}
 
 
 def setup_py(*requires: str) -> str:
@@ -34,7 +37,7 @@ def tasks(tmp_path_factory, base_image) -> list[Task]:
     (repo / "calc.py").write_text("import six\n\n" + SOURCE)
     (repo / "tests" / "test_calc.py").write_text(OLD_TESTS)
     (repo / "setup.py").write_text(setup_py("six"))
-    (repo / "zeros.dat").write_bytes(bytes(4_000_000))  # unchanged everywhere: 4 MB on disk, 4 KB as a git object
+    os.symlink("../../../outside", repo / "tests" / "up")  # climbs above the folder it is carried in
     git(repo, "init", "-q")
     commits = []
     for message, files in (("calc", {}), ("toml", {"NOTES": "second\n", "setup.py": setup_py("six", "toml")}),
@@ -75,10 +78,10 @@ def images(tasks, tmp_path_factory):
 def test_the_version_shares_a_deps_layer_that_holds_its_dependencies_and_tree(images):
     (first, second), _ = images
     assert first.env == second.env and first.deps == second.deps and first.instance != second.instance
-    assert "six" not in run(first.env, "pip list 2>/dev/null")  # the env layer is as without deps_in_env
+    assert "six" not in run(first.env, "pip list 2>/dev/null")  # the env layer is as without deps_layer
     out = run(first.deps, VERSIONS + "; echo files: $(ls -A /testbed)")
     assert "six 1.16.0" in out and "No module named 'toml'" not in out and "No module named 'calc'" in out, out
-    assert "files: NOTES calc.py future.txt setup.py tests zeros.dat\n" in out, out  # as committed, no .git
+    assert "files:\n" in out, out  # nothing of the setup commit's tree
 
 
 def test_each_instance_has_what_it_resolves_itself_and_only_its_own_files(images):
@@ -90,16 +93,19 @@ def test_each_instance_has_what_it_resolves_itself_and_only_its_own_files(images
     assert "No module named 'toml'" in out, out  # nor the package only the setup commit needs
     assert "future.txt" not in out and "NOTES" not in out and "codeagent base" in out, out
     assert "future" not in out.split("codeagent base")[1], out
+    assert run(first.instance, "readlink /testbed/tests/up") == "../../../outside\n"
 
     shared = run(first.deps, VERSIONS).split("toml ")[1].split()[0]
     out = run(second.instance, VERSIONS + "; cd /testbed && cat NOTES && git status --porcelain")
     assert f"toml {shared}\n" in out and out.endswith("second\n"), out  # toml is the deps layer's file, not a copy
 
-    # an instance layer holds what differs from the version's, not another copy of the tree (zeros.dat: 4 MB)
-    client = docker_client()
-    deps_size = client.images.get(first.deps).attrs["Size"]
-    for image in (first.instance, second.instance):
-        assert client.images.get(image).attrs["Size"] - deps_size < 1_500_000
+
+def test_a_deps_layer_that_changes_anything_outside_the_venv_is_refused(tasks, tmp_path):
+    """Whatever the version's install leaves outside the venv would reach every instance of it."""
+    stray = tasks[0].model_copy(update={"extra": {"install_config": {**DEPS_CONFIG, "pre_install": [
+        "touch /etc/codeagent-stray && mkdir -p /tmp/scratch && touch /tmp/scratch/ok"]}}})
+    with pytest.raises(LayerBuildError, match="changed /etc/codeagent-stray outside /opt/env"):
+        task_images(stray, spec_for(stray), log_dir=tmp_path)
 
 
 def test_gold_resolves_on_the_carried_instance(tasks, images, tmp_path):
