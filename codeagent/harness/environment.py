@@ -52,8 +52,8 @@ class TaskImages:
 
 def task_images(task: Task, spec: ResolvedSpec, log_dir: Path | None = None,
                 phase: Callable[[str], None] | None = None) -> TaskImages:
-    """Build what is missing of the task's layers (system, env, deps, instance); return their tags. `phase(text)` is told
-    what is going on (cloning, building the environment), for a progress display."""
+    """Build what is missing of the task's layers (system, env, deps, instance); return their tags.
+    `phase(text)` is told what is going on (cloning, building the environment), for a progress display."""
     import time
 
     phase = phase or (lambda text: None)

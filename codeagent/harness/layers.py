@@ -19,6 +19,7 @@ from ..sandbox.engine import docker_client
 from ..sandbox.errors import SandboxError
 from ..sandbox.images import image_exists
 from ..sandbox.workspace import INIT_REPO_SCRIPT, RepoSnapshot, cache_dir
+from .layer_carry import carry_over, changes_outside
 
 BUILD_LABEL = "codeagent.sandbox"  # build containers carry the sandbox label, so prune finds leftovers
 
@@ -113,8 +114,6 @@ def _commit(container, layer: Layer) -> None:
 
 def _confine(container, layer: Layer) -> None:
     """Refuse a build that changed anything outside its carried folders; empty its scratch."""
-    from .layer_carry import changes_outside
-
     strays = changes_outside(container, layer.carried)
     if strays:
         raise LayerBuildError(layer.tag, f"the build changed {', '.join(strays[:5])} outside "
@@ -124,8 +123,6 @@ def _confine(container, layer: Layer) -> None:
 
 def _commit_carried(builder, layer: Layer) -> None:
     """Write the builder's carried folders over a container of `layer.parent`, and commit that."""
-    from .layer_carry import carry_over
-
     target = _container(layer.parent, layer, network=False)
     try:
         target.start()

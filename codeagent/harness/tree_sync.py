@@ -59,8 +59,8 @@ def sync(new: str, old: str) -> int:
     for root, dirs, files in os.walk(old, topdown=True):
         for name in sorted(dirs + files):
             path = os.path.join(root, name)
-            counterpart = os.path.join(new, os.path.relpath(path, old))
-            if kind(counterpart) is None or kind(counterpart)[0] != kind(path)[0]:
+            wanted, present = kind(os.path.join(new, os.path.relpath(path, old))), kind(path)
+            if wanted is None or present is None or wanted[0] != present[0]:
                 remove(path)
                 changed += 1
         dirs[:] = [name for name in dirs if os.path.isdir(os.path.join(root, name))
