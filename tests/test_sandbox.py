@@ -53,12 +53,13 @@ def test_commands_do_not_read_the_control_stream(box):
 
 def test_timeout_kills_the_process_tree_and_keeps_the_shell(box):
     box.run("export KEEP=1; cd data")
-    result = box.run("sleep 300 & (sleep 301; echo never) & python3 -c 'import time; time.sleep(302)'", timeout=1)
+    result = box.run("sleep 3007 & (sleep 3011; echo never) & python3 -c 'import time; time.sleep(3013)'", timeout=1)
     assert result.timed_out and not result.shell_restarted
     # (bash may first report its killed background jobs: only the last line is the count). The local
     # sandbox sees every process of the host: match these exact commands, not any `python3 -c`
-    # (whose path may be absolute, as under pyenv).
-    survivors = box.run(r"ps -eo args | grep -E '^sleep 30[01]$|python3 -c import time; time\.sleep\(302\)$' | grep -vc grep").output
+    # (whose path may be absolute, as under pyenv), with durations nothing else on a host uses (a
+    # CI run once counted a `sleep 300` of the developer's shell).
+    survivors = box.run(r"ps -eo args | grep -E '^sleep 30(07|11)$|python3 -c import time; time\.sleep\(3013\)$' | grep -vc grep").output
     assert survivors.strip().splitlines()[-1] == "0"
     assert box.run("echo $KEEP; pwd").output.split() == ["1", f"{box.workdir}/data"]
 
