@@ -214,12 +214,12 @@ def test_a_pass_the_guard_did_not_see_counts_as_failed():
         "t.py::test_ok": {"setup": "passed", "call": "passed", "xfail": False},
         "t.py::test_xfail": {"setup": "failed", "xfail": True},  # its setup broke: no xfail seen
         "t.py::test_bad": {"setup": "passed", "call": "failed", "xfail": False}}}
-    run = TestRun(log, 1, True, False, 1.0, guard=records)
+    run = TestRun(log, 1, True, False, 1.0, judge={"pytest": {**records, "parser": "pytest"}})
     graded = Graded(not_run("harness_error", [], []), run=run)
     assert statuses_of(graded, "pytest") == {"t.py::test_ok": "PASSED", "t.py::test_xfail": "FAILED",
                                              "t.py::test_bad": "FAILED"}
     distrusted = {**records, "ended": 0}  # the session did not end: no pass is trusted
-    graded = Graded(not_run("harness_error", [], []), run=TestRun(log, 1, True, False, 1.0, guard=distrusted))
+    graded = Graded(not_run("harness_error", [], []), run=TestRun(log, 1, True, False, 1.0, judge={"pytest": {**distrusted, "parser": "pytest"}}))
     assert set(statuses_of(graded, "pytest").values()) == {"FAILED"}
     unguarded = Graded(not_run("harness_error", [], []), run=TestRun(log, 1, True, False, 1.0))
     assert statuses_of(unguarded, "pytest")["t.py::test_xfail"] == "XFAIL"

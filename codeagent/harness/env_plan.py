@@ -108,7 +108,7 @@ def run_plan(env: TaskEnvironment, patch: str, plan: TestPlan, laps: Laps | None
     if plan.reset:  # a patch cannot make a test pass by editing it
         env.reset(plan.reset)
     laps.lap("test_patch")
-    run = env.run_tests(plan.command, plan.timeout)
+    run = env.run_tests(plan.command, plan.timeout, plan.log_parser, [*relied_on, *plan.reset])
     laps.lap("tests")
     verdict = plan.verdict(env, run, plan) if plan.verdict else env.grade(run, plan.log_parser, f2p, p2p)
     network = None

@@ -40,7 +40,7 @@ from typing import Any
 from ..task import Task
 from .directives import patched_files
 from .grading import ABORT_EXIT_CODES, GradeReport, grade
-from .guard import Guard, guarded, verdict
+from .judge import Watch, verdict
 from .integrity import STATUS_COMMAND, changed_paths, flag_patch, status_entries
 from .log_parsers import parse_log
 from .services import CA_IN_SANDBOX, TLS_ENV, trust_script
@@ -63,7 +63,7 @@ class TestRun:
     complete: bool
     timed_out: bool
     seconds: float
-    guard: dict[str, Any] | None = None  # what codeagent's pytest plugin recorded (guard.py); None: not guarded
+    judge: dict[str, Any] | None = None  # what the judge's observers recorded, by observer (judge/); None: not watched
 
 
 @dataclass
@@ -183,24 +183,25 @@ class TaskEnvironment:
         prep = self.box.run(reset_and_patch_tests_script(test_patch, f"{PATCH_DIR}/test.patch"), timeout=timeout)
         return None if prep.exit_code == 0 else f"the test patch does not apply: {prep.output[-1500:]}"
 
-    def run_tests(self, command: str, timeout: float) -> TestRun:
-        """Run the test command; a command that runs pytest runs it under codeagent's guard (guard.py)."""
-        guard = Guard(self.box, PATCH_DIR) if guarded(command) else None
-        exports = guard.install() if guard else ""
+    def run_tests(self, command: str, timeout: float, log_parser: str = "", test_files: Sequence[str] = ()) -> TestRun:
+        """Run the test command watched by the judge's observers its command calls for (judge/: a go test
+        gets a canary, pytest codeagent's plugin, ...); `test_files`: where the hidden tests are."""
+        watch = Watch(self.box, PATCH_DIR, command, log_parser, test_files)
+        exports = watch.install()
         run = run_tests(self.box, self._test_env + exports + command, timeout, progress=self.progress)
-        if guard:
-            run.guard = guard.collect()
+        if watch.observers:
+            run.judge = watch.collect()
         return run
 
     def grade(self, run: TestRun, log_parser: str, f2p: Sequence[str] | None = None,
               p2p: Sequence[str] | None = None) -> GradeReport:
         """The official verdict on the run (the task's lists unless others are given), made unresolved
-        when the log does not match what the guard saw (guard.py)."""
+        when the log does not match what the judge's observers saw (judge/)."""
         f2p = self.task.FAIL_TO_PASS if f2p is None else list(f2p)
         p2p = self.task.PASS_TO_PASS if p2p is None else list(p2p)
         graded = grade(parse_log(log_parser, run.log), f2p, p2p, exit_code=run.exit_code, log_complete=run.complete,
                        timed_out=run.timed_out, abort_exit_codes=ABORT_EXIT_CODES.get(log_parser, frozenset()))
-        return verdict(graded, run.guard, log_parser, run.log, [*f2p, *p2p])
+        return verdict(graded, run.judge, run.log, [*f2p, *p2p])
 
 
 def _reset_commands(paths: Sequence[str], *, remove_new: bool) -> list[str]:

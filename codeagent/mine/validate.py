@@ -21,8 +21,7 @@ from typing import Any
 from ..harness.env_grade import grade_patch
 from ..harness.env_images import image_source
 from ..harness.env_plan import Graded, grade_in
-from ..harness.grading import PYTEST_PARSERS
-from ..harness.guard import evidence
+from ..harness.judge import judge_evidence
 from ..harness.log_parsers import PASSING, parse_log
 from ..harness.task_env import TaskEnvironment
 from ..sandbox.errors import DockerUnavailable
@@ -69,15 +68,15 @@ def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]]) -> t
 
 
 def statuses_of(graded: Graded, log_parser: str) -> dict[str, str]:
-    """The run's statuses by its log, where a pass the harness's pytest guard did not see (guard.py: the
-    grade that lists the test would call the log tampered) counts as failed; every test, when the guard
-    distrusts the whole run."""
+    """The run's statuses by its log, where a pass the harness's judge doubts (judge/: the grade that
+    lists the test would call the log tampered) counts as failed: that test, where the evidence names
+    it alone (the pytest plugin's "X: the log says ..."), else every test."""
     found = dict(parse_log(log_parser, graded.log))
-    records = graded.run.guard if graded.run is not None else None
-    if not records or log_parser not in PYTEST_PARSERS:
+    run = graded.run
+    if run is None or not run.judge:
         return found
     passing = [test for test, status in found.items() if status in PASSING]
-    problems = evidence(records, log_parser, graded.log, passing)
+    problems = [problem.split(": ", 1)[-1] for problem in judge_evidence(run.judge, graded.log, passing, run.exit_code)]
     doubted = {problem.split(": the log says ")[0] for problem in problems if ": the log says " in problem}
     if any(": the log says " not in problem for problem in problems):
         doubted = set(passing)

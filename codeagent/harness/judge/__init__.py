@@ -1,0 +1,160 @@
+"""The judge of a graded test run: a pass is believed only on evidence the code under test cannot
+produce or reach (issue 34).
+
+Every verdict (eval, the verifiers, GRPO rewards, `traj grade`, mined-task validation) comes from a test
+run whose code the model wrote, and that code runs inside the test process: it can print a runner's
+PASS lines and exit before any test ran, neutralise the assertion library, or ship a report file. The
+log alone cannot tell. So each run is watched by the observers its command calls for, one contract with
+a small part per runner (which part watches which command: the `judge:` block of languages/*.yaml):
+
+    install(context) -> shell   before the test command: what the observer needs in the container, in a
+                                folder of its own outside the repository (a canary, a launcher, a preload)
+    collect(context) -> seen    after it: what the observer recorded, as plain data
+    evidence(seen, run) -> [..] why the log cannot be the run that happened; empty when they agree
+
+The parts (each module says what it catches and what it cannot):
+- `go`: a secret canary test compiled into every package by `-overlay` and every test binary started
+  through a launcher that keeps its real exit status and the tests it reported (go.py);
+- `process`: a preloaded library in every process of the run (C/C++ and Rust test programs) that records
+  how each one ended: before its main ran, with its status replaced after main returned (process.py);
+- `node`: a preloaded module that checks node:assert at every exit, and canary tests appended to the
+  hidden test files that must fail through the file's own assertions (node.py);
+- `reports`: JUnit XML reports (Maven Surefire, Gradle, CTest) only as written during the run; a test
+  JVM that died without saying goodbye (reports.py);
+- `pytest`: codeagent's pytest plugin (../guard.py).
+
+Evidence is only looked for where it could change a verdict: a run whose listed tests the log reports
+passing. A detected tamper makes the run `unresolved` with `tamper_evidence` (reward 0, verifier score 0,
+never an SFT/DPO positive: integrity.reasons), and the report names the observers (`guard`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Protocol
+
+import yaml
+
+from ...assets import asset_dir, asset_path
+
+__all__ = ["Context", "Observer", "Watch", "observers_for", "source"]
+
+
+@dataclass
+class Context:
+    """One graded run: the sandbox, the judge's folder in it, the command, and what the verdict relies on."""
+
+    box: Any
+    folder: str
+    command: str
+    log_parser: str = ""
+    test_files: list[str] = field(default_factory=list)  # the files the hidden tests come from
+    nonce: str = field(default_factory=lambda: secrets.token_hex(8))
+    secret: str = field(default_factory=lambda: secrets.token_hex(16))
+
+
+class Observer(Protocol):
+    name: str
+
+    def install(self, context: Context) -> str: ...
+
+    def collect(self, context: Context) -> dict[str, Any]: ...
+
+    def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]: ...
+
+
+def source(asset: str, **values: str) -> str:
+    """A runner part's file from languages/judge/, its `@KEY@` placeholders filled in."""
+    text = asset_path("languages", "judge", asset).read_text(encoding="utf-8")
+    for key, value in values.items():
+        text = text.replace(f"@{key.upper()}@", value)
+    return text
+
+
+@cache
+def _rules() -> tuple[tuple[str, re.Pattern[str] | None, frozenset[str]], ...]:
+    """(observer, command pattern, log parsers) of every language's `judge:` block."""
+    rules = []
+    for path in sorted(asset_dir("languages").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for rule in (data.get("judge") or {}).get("observers") or ():
+            command = rule.get("command")
+            rules.append((str(rule["observer"]), re.compile(command) if command else None,
+                          frozenset(map(str, rule.get("parsers") or ()))))
+    return tuple(rules)
+
+
+def observers_for(command: str, log_parser: str) -> list[Observer]:
+    """The observers a test run calls for: each rule whose command pattern the command matches, or
+    whose log parsers include the run's (a rule with both needs both)."""
+    _load_parts()
+    wanted = []
+    for name, pattern, parsers in _rules():
+        if pattern is not None and not pattern.search(command):
+            continue
+        if parsers and log_parser not in parsers:
+            continue
+        if name not in wanted:
+            wanted.append(name)
+    return [OBSERVERS[name]() for name in wanted if name in OBSERVERS]
+
+
+OBSERVERS: dict[str, Any] = {}
+
+
+def _load_parts() -> None:
+    from . import go, pytest  # noqa: F401 (each part registers itself)
+
+
+def register(cls):
+    OBSERVERS[cls.name] = cls
+    return cls
+
+
+class Watch:
+    """The observers of one run in `box`: `install()` before the command, `collect()` after it."""
+
+    def __init__(self, box, parent: str, command: str, log_parser: str, test_files: Sequence[str] = ()):
+        self.context = Context(box, f"{parent}/judge-{secrets.token_hex(6)}", command, log_parser, list(test_files))
+        self.observers = observers_for(command, log_parser)
+
+    def install(self) -> str:
+        if not self.observers:
+            return ""
+        self.context.box.run(f"mkdir -p {self.context.folder} && chmod 700 {self.context.folder}")
+        return "".join(observer.install(self.context) for observer in self.observers)
+
+    def collect(self) -> dict[str, Any]:
+        return {observer.name: observer.collect(self.context) for observer in self.observers}
+
+
+def judge_evidence(seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
+    """Every observer's evidence against the run (see the module docstring)."""
+    _load_parts()
+    found = []
+    for name, records in seen.items():
+        cls = OBSERVERS.get(name)
+        if cls is not None:
+            found += [f"{name}: {item}" for item in cls().evidence(records, log, listed, exit_code)]
+    return found
+
+
+def verdict(graded, seen: dict[str, Any] | None, log: str, listed: Sequence[str]):
+    """The grade with the observers' evidence: unresolved when there is any; unchanged for a run that
+    was not watched or did not complete (it is not resolved then anyway)."""
+    from ..grading import Outcome
+
+    if not seen or graded.outcome not in (Outcome.RESOLVED, Outcome.UNRESOLVED):
+        return graded
+    found = judge_evidence(seen, log, listed, graded.exit_code)
+    update: dict[str, Any] = {"guard": ", ".join(seen)}
+    if found:
+        update["tamper_evidence"] = found
+        if graded.outcome is Outcome.RESOLVED:
+            update.update(outcome=Outcome.UNRESOLVED,
+                          reason="the test log does not match the run the judge saw: " + "; ".join(found[:3]))
+    return graded.model_copy(update=update)
