@@ -75,39 +75,56 @@ def source(asset: str, **values: str) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Rule:
+    """One entry of a language's `judge: observers:` list: which observer watches which runs."""
+
+    observer: str
+    command: re.Pattern[str] | None  # the test command must match it (when given)
+    parsers: frozenset[str]  # the run's log parser must be one of them (when given)
+    exclude: re.Pattern[str] | None = None  # and the command must not match this (when given)
+    options: tuple[tuple[str, str], ...] = ()  # the rest: the observer's own settings
+
+    def applies(self, command: str, log_parser: str) -> bool:
+        return ((self.command is None or bool(self.command.search(command)))
+                and (not self.parsers or log_parser in self.parsers)
+                and (self.exclude is None or not self.exclude.search(command)))
+
+
 @cache
-def _rules() -> tuple[tuple[str, re.Pattern[str] | None, frozenset[str]], ...]:
-    """(observer, command pattern, log parsers) of every language's `judge:` block."""
+def _rules() -> tuple[Rule, ...]:
     rules = []
     for path in sorted(asset_dir("languages").glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for rule in (data.get("judge") or {}).get("observers") or ():
-            command = rule.get("command")
-            rules.append((str(rule["observer"]), re.compile(command) if command else None,
-                          frozenset(map(str, rule.get("parsers") or ()))))
+        for entry in (data.get("judge") or {}).get("observers") or ():
+            options = {key: str(value) for key, value in entry.items()
+                       if key not in ("observer", "command", "parsers", "exclude")}
+            rules.append(Rule(str(entry["observer"]), _pattern(entry.get("command")),
+                              frozenset(map(str, entry.get("parsers") or ())), _pattern(entry.get("exclude")),
+                              tuple(sorted(options.items()))))
     return tuple(rules)
+
+
+def _pattern(text: str | None) -> re.Pattern[str] | None:
+    return re.compile(text) if text else None
 
 
 def observers_for(command: str, log_parser: str) -> list[Observer]:
     """The observers a test run calls for: each rule whose command pattern the command matches, or
     whose log parsers include the run's (a rule with both needs both)."""
     _load_parts()
-    wanted = []
-    for name, pattern, parsers in _rules():
-        if pattern is not None and not pattern.search(command):
-            continue
-        if parsers and log_parser not in parsers:
-            continue
-        if name not in wanted:
-            wanted.append(name)
-    return [OBSERVERS[name]() for name in wanted if name in OBSERVERS]
+    chosen: dict[str, dict[str, str]] = {}
+    for rule in _rules():
+        if rule.applies(command, log_parser) and rule.observer in OBSERVERS and rule.observer not in chosen:
+            chosen[rule.observer] = dict(rule.options)
+    return [OBSERVERS[name](**options) for name, options in chosen.items()]
 
 
 OBSERVERS: dict[str, Any] = {}
 
 
 def _load_parts() -> None:
-    from . import go, pytest  # noqa: F401 (each part registers itself)
+    from . import go, process, pytest  # noqa: F401 (each part registers itself)
 
 
 def register(cls):
