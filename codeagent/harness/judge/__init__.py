@@ -124,7 +124,7 @@ OBSERVERS: dict[str, Any] = {}
 
 
 def _load_parts() -> None:
-    from . import go, process, pytest  # noqa: F401 (each part registers itself)
+    from . import go, node, process, pytest  # noqa: F401 (each part registers itself)
 
 
 def register(cls):

@@ -1,0 +1,54 @@
+// codeagent's judge for Node.js test runs (codeagent/harness/judge/node.py): preloaded into every node
+// process of a graded run (NODE_OPTIONS=--require), it keeps node:assert's functions as they were at
+// start, looks every 100 ms and at exit whether any was replaced, and at exit whether each still throws
+// on a failing input; one JSON line per process goes to the file named by CODEAGENT_JUDGE_NODE_RECORDS.
+"use strict";
+(function () {
+  var records = process.env.CODEAGENT_JUDGE_NODE_RECORDS;
+  if (!records) return;
+  var fs = require("fs");
+  var append = fs.appendFileSync;
+  var assert = require("assert");
+  var stringify = JSON.stringify;
+  var failing = {
+    ok: [false], equal: [1, 2], notEqual: [1, 1], strictEqual: [1, 2], notStrictEqual: [1, 1],
+    deepEqual: [{ a: 1 }, { a: 2 }], deepStrictEqual: [{ a: 1 }, { a: 2 }], notDeepEqual: [{ a: 1 }, { a: 1 }],
+    notDeepStrictEqual: [{ a: 1 }, { a: 1 }], throws: [function () {}], doesNotThrow: [function () { throw new Error("x"); }],
+    match: ["a", /b/], doesNotMatch: ["a", /a/], fail: ["x"], ifError: [new Error("x")]
+  };
+  var owners = [["assert", assert], ["assert.strict", assert.strict]];
+  var kept = [];
+  owners.forEach(function (pair) {
+    if (!pair[1]) return;
+    kept.push([pair[0], pair[1], null, pair[1]]);
+    Object.keys(failing).forEach(function (name) {
+      if (typeof pair[1][name] === "function") kept.push([pair[0] + "." + name, pair[1], name, pair[1][name]]);
+    });
+  });
+  var replaced = {};
+  function look() {
+    var current = require("assert");
+    if (current !== assert) replaced["require('assert')"] = true;
+    kept.forEach(function (entry) {
+      if (entry[2] !== null && entry[1][entry[2]] !== entry[3]) replaced[entry[0]] = true;
+    });
+  }
+  function silent() {
+    var found = [];
+    kept.forEach(function (entry) {
+      var fn = entry[2] === null ? entry[1] : entry[1][entry[2]];
+      var args = entry[2] === null ? [false] : failing[entry[2]];
+      if (typeof fn !== "function") { found.push(entry[0]); return; }
+      try { fn.apply(entry[1], args); found.push(entry[0]); } catch (error) { /* it still fails a failing check */ }
+    });
+    return found;
+  }
+  var timer = setInterval(look, 100);
+  if (timer.unref) timer.unref();
+  process.on("exit", function (code) {
+    look();
+    var line = { pid: process.pid, ppid: process.ppid, argv: process.argv.slice(1, 4), exit: code,
+                 replaced: Object.keys(replaced), silent: silent() };
+    try { append(records, stringify(line) + "\n"); } catch (error) { /* a missing record is read as such */ }
+  });
+})();
