@@ -17,7 +17,7 @@ import pytest
 from codeagent.harness.grading import Outcome, grade
 from codeagent.harness.guard import Guard, allowed, evidence, guarded, read_records, verdict
 from codeagent.harness.log_parsers import parse_log
-from tests.support.calc import FAKES_LOG_AND_EXITS_CODE, NEW_TESTS, REWRITES_REPORTS_CODE, SOURCE
+from tests.support.calc import FAKES_LOG_AND_EXITS_CODE, GUARD_AWARE_CODE, NEW_TESTS, REWRITES_REPORTS_CODE, SOURCE
 
 ADD, MUL = "tests/test_calc.py::test_add", "tests/test_calc.py::test_mul"
 FIXED = SOURCE.replace("a - b", "a + b")
@@ -84,6 +84,40 @@ def test_a_module_that_rewrites_pytest_reports_is_caught(tmp_path):
     assert report.outcome is Outcome.UNRESOLVED and "does not match the run the guard saw" in report.reason
     assert f"{ADD}: the log says PASSED, the guard saw setup passed, call failed" in report.tamper_evidence
     assert any("TestReport.from_item_and_call" in line for line in report.tamper_evidence)
+
+
+def test_a_module_that_knows_the_guard_by_name_cannot_blind_it(tmp_path):
+    """Issue 34: the code under test looks the plugin up (by its old fixed name, or by its helpers among the
+    loaded modules), replaces two helpers, then rewrites the reports. The plugin's name is drawn per run,
+    it leaves sys.modules, and its helpers are closures: there is nothing to replace (on 0972c8d, this
+    resolved with no evidence)."""
+    log, code, records, _ = guarded_run(tmp_path, GUARD_AWARE_CODE + "\n\n\n" + SOURCE)
+    assert "PASSED tests/test_calc.py::test_add" in log and code == 0  # the log alone says resolved
+    report = graded(log, code, records)
+    assert report.outcome is Outcome.UNRESOLVED and report.tamper_evidence, report
+    assert "_pytest.reports.TestReport.from_item_and_call" in records["replaced"]
+
+
+def test_the_guard_does_not_run_pytests_assertion_rewriter_on_itself(tmp_path):
+    """Issue 34: on pytest-dev__pytest-11143 a third-party patch the official harness grades resolved (a second
+    @staticmethod on AssertionRewriter.is_rewrite_disabled, which Python 3.9 cannot call) crashed the guarded
+    run before any test: `-p` marks the plugin for assertion rewriting, and rewriting its module (a docstring
+    first) calls the patched method. Here that method raises whenever it is called, as it did there: the
+    official path (these tests have no docstring) never calls it, so the guarded run must not either."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(
+        "import _pytest.assertion.rewrite as rewrite\n\n"
+        "def broken(docstring):\n    raise TypeError(\"'staticmethod' object is not callable\")\n\n"
+        "rewrite.AssertionRewriter.is_rewrite_disabled = staticmethod(broken)\n")
+    import os
+
+    os.environ.update(PYTHONPATH=str(tmp_path / "site"), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # this venv's plugins
+    try:                                                                # are rewritten too (as the official run's)
+        log, code, records, _ = guarded_run(tmp_path / "run", FIXED)
+    finally:
+        del os.environ["PYTHONPATH"], os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
+    assert "TypeError" not in log and code == 0, log[-2000:]
+    assert graded(log, code, records).outcome is Outcome.RESOLVED
 
 
 def test_a_module_that_fakes_the_log_and_exits_early_is_caught(tmp_path):

@@ -8,11 +8,13 @@ report factory so that every report says passed, or write `PASSED <id>` lines to
 among its descriptors and call `os._exit(0)` before any test ran. So, for a test command that runs
 pytest (`guarded()`):
 
-1. `install()` puts pytest_guard_plugin.py into the container as `codeagent_guard.py` in a folder
-   of its own, with a random key, and returns the exports that load it first (`-p codeagent_guard`
-   through PYTEST_ADDOPTS, its folder on PYTHONPATH). The plugin reads and deletes the key at import,
-   before conftest files and test modules are imported, and signs every record with it; the records
-   go to a file no descriptor of the process leads to. See the plugin for what it records.
+1. `install()` puts pytest_guard_plugin.py into the container under a module name drawn for the run,
+   inside a zip archive in a folder of its own (zipimport: pytest's assertion rewriter, which is the
+   code under test when the repository is pytest, never touches it), with a random key, and returns
+   the exports that load it first (`-p NAME` through PYTEST_ADDOPTS, the archive on PYTHONPATH). The
+   plugin reads and deletes the key at import, before conftest files and test modules are imported,
+   and signs every record with it; the records go to a file no descriptor of the process leads to; its
+   helpers and state live in closures. See the plugin for what it records.
 2. `collect()` reads the records back and keeps those whose signature holds.
 3. `evidence()` compares them with the log: a session that started must have ended (an early exit
    has no end), no record may fail its signature, none of the watched pytest internals may have been
@@ -32,9 +34,10 @@ same process, so it would add no view the plugin's report outcome does not give.
 
 Not covered: runners other than pytest (Django's runtests.py, SymPy's bin/test), and commands that
 reach pytest through another program (tox, a shell script); such runs are graded as before. The
-plugin lives in the process it watches: code written against codeagent's plugin by name can still
-defeat it, and code that changes what a test checks (not a watched function) is a fix as far as any
-runner can tell. The key is on disk from just before the test command until pytest loads the plugin:
+plugin lives in the process it watches: its name is drawn per run and its helpers are closures, so an
+attack that looks it up by name and replaces its helpers finds nothing to replace; code that reads its
+way into the closures of pytest's registered hooks can still defeat it, and code that changes what a
+test checks (not a watched function) is a fix as far as any runner can tell. The key is on disk from just before the test command until pytest loads the plugin:
 a process already running then could read it, which in a fresh grading container means only one the
 test command itself started (a `pre_test` step that runs the patch's code); in the rollout's own
 sandbox (`rollout.grader: sandbox`) processes the model left behind run too (issue 21, item 7).
@@ -53,7 +56,6 @@ from typing import Any
 from .grading import PYTEST_PARSERS, GradeReport, Outcome, _keys
 from .log_parsers import parse_log
 
-PLUGIN = "codeagent_guard"
 _RUNS_PYTEST = re.compile(r"(?<![\w.-])(?:py\.test|pytest)(?![\w.-])")
 MAX_RECORD_BYTES = 64 * 2**20
 PASSING_STATUSES = frozenset({"PASSED", "XFAIL", "SKIPPED"})
@@ -71,15 +73,16 @@ class Guard:
         self.box = box
         self.folder = f"{parent}/guard-{secrets.token_hex(6)}"
         self.key = secrets.token_bytes(32)
+        self.name = f"cg_{secrets.token_hex(6)}"  # the plugin's module name, drawn for the run
 
     def install(self) -> str:
-        """Write the plugin and its key; the exports that load it (to go before the test command)."""
-        source = resources.files(__package__).joinpath("pytest_guard_plugin.py").read_bytes()
+        """Write the plugin (in a zip archive) and its key; the exports that load it (before the test command)."""
+        archive = f"{self.folder}/plugin.zip"
         self.box.run(f"mkdir -p {self.folder}")
-        self.box.write_file(f"{self.folder}/{PLUGIN}.py", source)
+        self.box.write_file(archive, plugin_archive(self.name))
         self.box.write_file(f"{self.folder}/key", self.key.hex().encode())
-        return (f'export PYTHONPATH="{self.folder}${{PYTHONPATH:+:$PYTHONPATH}}"; '
-                f'export PYTEST_ADDOPTS="-p {PLUGIN}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"; ')
+        return (f'export PYTHONPATH="{archive}${{PYTHONPATH:+:$PYTHONPATH}}"; '
+                f'export PYTEST_ADDOPTS="-p {self.name}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"; ')
 
     def collect(self) -> dict[str, Any]:
         """The records the plugin signed: sessions started and ended, the last record of each test's
@@ -91,6 +94,19 @@ class Guard:
         except OSError as exc:  # over the cap: what was written there is not what the plugin writes
             return {"started": 0, "ended": 0, "tests": {}, "replaced": [], "unverified": 1, "error": str(exc)}
         return read_records(raw, self.key.hex().encode())
+
+
+def plugin_archive(name: str) -> bytes:
+    """A zip archive that holds pytest_guard_plugin.py as the module `name` (fixed times: the same bytes
+    for the same name)."""
+    import io
+    import zipfile
+
+    source = resources.files(__package__).joinpath("pytest_guard_plugin.py").read_bytes()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo(f"{name}.py", date_time=(2020, 1, 1, 0, 0, 0)), source)
+    return buffer.getvalue()
 
 
 def read_records(raw: bytes, key: bytes) -> dict[str, Any]:

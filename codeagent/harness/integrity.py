@@ -26,10 +26,16 @@ What counts is the data below, in one place. A path counts when:
   test section ([tool:pytest], [pytest], [tox...], [testenv...]; [tool.pytest...], [tool.tox...]),
   or the section cannot be told (the base file is not readable): when in doubt it counts;
 - the task's test patch touches it (or, for the regression verifier, it is a test file it runs);
-- it is a test file by name: test_*.py, *_test.py, tests.py, or under a directory named one of
-  TEST_DIRS (`tests`, `test`, `testing`), at any depth. SWE-bench splits every instance's change
-  along the same lines (test directories go to the test patch), so no gold patch touches one;
-  an agent's final patch should not either: a test it wrote for itself is not part of the fix.
+- it is a test file by name: test_*.py, *_test.py, tests.py, a name of any language's `test_files`
+  patterns (languages/*.yaml: `*_test.go`, `*.spec.ts`, `*Test.java`...), or under a directory named
+  one of TEST_DIRS (`tests`, `test`, `testing`, `testdata`, `__tests__`), at any depth. SWE-bench splits
+  every instance's change along the same lines (test directories go to the test patch), so no gold patch
+  touches one; an agent's final patch should not either: a test it wrote for itself is not part of the fix;
+- it matches an entry of a language's `judge: test_infrastructure:` list (languages/*.yaml): a runner's
+  settings (`jest.config.js`, `.mocharc.yml`, `.cargo/config.toml`, `.mvn/`), a build script that runs
+  at build time (`build.rs`), a report folder (`target/surefire-reports/`); or, for an entry with `lines`
+  (`package.json`, `CMakeLists.txt`, `pom.xml`, `Cargo.toml`), a changed line that matches its pattern
+  (a `test` script, `add_test`, the surefire plugin...), or the file changed where no hunk can be read.
 
 The paths come from the patch text (codeagent.patches.parse: git and plain unified diffs, hunk
 lengths respected, both names of a rename), and the harness adds what `git status` shows changed in the container after
@@ -46,6 +52,7 @@ from collections.abc import Iterable
 
 from .. import patches
 from ..patches.base import Reader
+from .judge import InfrastructureRule, infrastructure_rules
 
 NAMES = {
     "conftest.py": "conftest",
@@ -70,14 +77,20 @@ SECTIONED: dict[str, re.Pattern[str]] = {
     "setup.cfg": re.compile(r"tool:pytest|pytest|tox(:.*)?|testenv(:.*)?"),
     "pyproject.toml": re.compile(r"tool\.(pytest|tox)(\..*)?"),  # a key in [tool] is tool.<key>
 }
-TEST_DIRS = ("tests", "test", "testing")
+TEST_DIRS = ("tests", "test", "testing", "testdata", "__tests__")
 _SECTION_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
 
 def is_test_file(path: str) -> bool:
+    from fnmatch import fnmatchcase
+
+    from ..code.languages import test_file_patterns
+
     parts = path.split("/")
     name = parts[-1]
     if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"):
+        return True
+    if any(fnmatchcase(name, pattern) for pattern in test_file_patterns()):
         return True
     return any(part in TEST_DIRS for part in parts[:-1])
 
@@ -98,7 +111,19 @@ def path_rule(path: str) -> str | None:
         return "test runner"
     if is_test_file(path):
         return "test file"
+    for entry in infrastructure_rules():
+        if entry.lines is None and entry.matches(path):
+            return entry.rule
     return None
+
+
+def _line_rule(path: str) -> InfrastructureRule | None:
+    """The language rule that judges `path` by its changed lines (package.json, CMakeLists.txt...)."""
+    return next((entry for entry in infrastructure_rules() if entry.lines is not None and entry.matches(path)), None)
+
+
+def _touches_lines(diff: patches.FileDiff, pattern: re.Pattern[str]) -> bool:
+    return any(text[:1] in ("+", "-") and pattern.search(text[1:]) for hunk in diff.hunks for text in hunk.lines)
 
 
 def _shadows(parts: list[str]) -> bool:
@@ -171,6 +196,8 @@ def flag_patch(patch: str | bytes, *, relied_on: Iterable[str] = (), read_base: 
                     base = base.decode("utf-8", errors="replace")
                 if _touches_test_section(diff, SECTIONED[name], base):
                     rule = "test settings"
+            if rule is None and (by_lines := _line_rule(path)) is not None and by_lines.lines is not None:
+                rule = by_lines.rule if _touches_lines(diff, by_lines.lines) else None
             if rule:
                 found.setdefault(path, rule)
     for path in extra_paths:
@@ -179,7 +206,7 @@ def flag_patch(patch: str | bytes, *, relied_on: Iterable[str] = (), read_base: 
         if path.endswith((".orig", ".rej")) and path.rsplit(".", 1)[0] in seen_in_text:
             continue  # the appliers' backup or reject file of a file the patch changes
         rule = _rule(path, relied_on)
-        if rule is None and path.rsplit("/", 1)[-1] in SECTIONED:
+        if rule is None and (path.rsplit("/", 1)[-1] in SECTIONED or _line_rule(path) is not None):
             rule = "test settings"  # changed, but not by a hunk that can be read: it counts
         if rule:
             found[path] = rule

@@ -40,8 +40,8 @@ from typing import Any
 from ..task import Task
 from .directives import patched_files
 from .grading import ABORT_EXIT_CODES, GradeReport, grade
-from .judge import Watch, verdict
 from .integrity import STATUS_COMMAND, changed_paths, flag_patch, status_entries
+from .judge import Watch, verdict
 from .log_parsers import parse_log
 from .services import CA_IN_SANDBOX, TLS_ENV, trust_script
 

@@ -90,6 +90,27 @@ if "pytest" in sys.modules:
             os.write(int(fd), "".join("PASSED " + test + "\\n" for test in found).encode())
     os._exit(0)"""
 FAKES_LOG_AND_EXITS = prepend_to_calc(FAKES_LOG_AND_EXITS_CODE)
+# issue 34: the module under test knows codeagent's guard: it finds the plugin by its name (or by its
+# helpers among the loaded modules), makes it blind, then rewrites the reports as (a) does.
+GUARD_AWARE_CODE = """import sys
+
+if "pytest" in sys.modules:
+    for module in [sys.modules.get("codeagent_guard")] + list(sys.modules.values()):
+        if module is not None and hasattr(module, "_check_replaced"):
+            module._check_replaced = lambda: None
+            module._kind = lambda exception_type: "passed"
+            break
+    from _pytest.reports import TestReport
+
+    _original = TestReport.from_item_and_call.__func__
+
+    def _passing(cls, item, call):
+        report = _original(cls, item, call)
+        report.outcome, report.longrepr = "passed", None
+        return report
+
+    TestReport.from_item_and_call = classmethod(_passing)"""
+GUARD_AWARE = prepend_to_calc(GUARD_AWARE_CODE)
 NOT_APPLYING = GOLD.replace("-    return a - b", "-    return a ** b")
 
 CONFIG = {"python": "3.11", "system_packages": [], "pip_packages": ["pytest"], "install": [],

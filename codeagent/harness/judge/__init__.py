@@ -41,7 +41,8 @@ import yaml
 
 from ...assets import asset_dir, asset_path
 
-__all__ = ["Context", "Observer", "Watch", "observers_for", "source"]
+__all__ = ["Context", "InfrastructureRule", "Observer", "Watch", "infrastructure_rules", "judge_evidence",
+           "observers_for", "source", "verdict"]
 
 
 @dataclass
@@ -92,11 +93,42 @@ class Rule:
 
 
 @cache
-def _rules() -> tuple[Rule, ...]:
-    rules = []
+def _judge_blocks() -> tuple[dict[str, Any], ...]:
+    """Every language's `judge:` block (languages/*.yaml)."""
+    blocks = []
     for path in sorted(asset_dir("languages").glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for entry in (data.get("judge") or {}).get("observers") or ():
+        if isinstance(data.get("judge"), dict):
+            blocks.append(data["judge"])
+    return tuple(blocks)
+
+
+@dataclass(frozen=True)
+class InfrastructureRule:
+    """A path a patch must not touch (integrity.py): by its glob, or, with `lines`, by a changed line."""
+
+    glob: str
+    rule: str
+    lines: re.Pattern[str] | None = None
+
+    def matches(self, path: str) -> bool:
+        from fnmatch import fnmatchcase
+
+        return fnmatchcase(path, self.glob) or (self.glob.startswith("**/") and fnmatchcase(path, self.glob[3:]))
+
+
+@cache
+def infrastructure_rules() -> tuple[InfrastructureRule, ...]:
+    """Every language's `judge: test_infrastructure:` entries."""
+    return tuple(InfrastructureRule(str(entry["glob"]), str(entry["rule"]), _pattern(entry.get("lines")))
+                 for block in _judge_blocks() for entry in block.get("test_infrastructure") or ())
+
+
+@cache
+def _rules() -> tuple[Rule, ...]:
+    rules = []
+    for block in _judge_blocks():
+        for entry in block.get("observers") or ():
             options = {key: str(value) for key, value in entry.items()
                        if key not in ("observer", "command", "parsers", "exclude")}
             rules.append(Rule(str(entry["observer"]), _pattern(entry.get("command")),
@@ -124,7 +156,7 @@ OBSERVERS: dict[str, Any] = {}
 
 
 def _load_parts() -> None:
-    from . import go, node, process, pytest  # noqa: F401 (each part registers itself)
+    from . import go, node, process, pytest, reports  # noqa: F401 (each part registers itself)
 
 
 def register(cls):

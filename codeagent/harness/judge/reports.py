@@ -1,0 +1,105 @@
+"""The judge's part for JVM builds: Maven Surefire (and Failsafe) and Gradle (see __init__.py).
+
+Surefire runs the tests in a forked JVM and writes the JUnit XML reports from the Maven process, with
+what the fork tells it; the graded command then prints those reports (parser `junit_xml`) or Maven's
+own lines (parser `maven`). The code under test runs in the fork: it can end the fork with System.exit
+or Runtime.halt before its failures are told, and leave report files that are not the run's (shipped
+in the patch, or written by the fork itself). So:
+
+- before the command, every report folder already there (`target/surefire-reports`, `failsafe-reports`,
+  Gradle's `build/test-results`) is moved out of the repository into the judge's folder: the command
+  reads only what this run wrote (a shipped report is also flagged as test infrastructure: integrity.py);
+- evidence, when the log reports a listed test passing: Maven says the test JVM died without saying
+  goodbye (its "Crashed tests"), or Maven's own summary names as failing a listed test the log reports
+  passing (a report written over the real one).
+
+Not caught: code that knows Surefire's reports and writes a passing one after Surefire's, while
+Maven's summary is kept quiet (a fork that tells Surefire its test passed, speaking its protocol).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..log_parsers import PASSING, parse_log
+from . import Context, register
+
+REPORT_FOLDERS = ("*/target/surefire-reports", "*/target/failsafe-reports", "*/build/test-results")
+_DIED = re.compile(r"The forked VM terminated without properly saying goodbye|There was an error in the forked process"
+                   r"|The forked VM terminated|SurefireBooterForkException")
+_CRASHED = re.compile(r"^\[ERROR\]\s+Crashed tests:\s*$")
+_METHOD_FAILED = re.compile(r"^\[ERROR\]\s+([\w.$]+)\.(\w+)\s+--\s+Time elapsed.*<<<\s*(?:FAILURE|ERROR)!")
+_SUMMARY_ENTRY = re.compile(r"^\[ERROR\]\s{2,}(?:[\w.$]+\.)?(\w[\w$]*)\.(\w+)[:(\s]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@register
+class ReportsObserver:
+    name = "reports"
+
+    def install(self, context: Context) -> str:
+        found = " -o ".join(f"-path '{pattern}'" for pattern in REPORT_FOLDERS)
+        moved = f"{context.folder}/before"
+        context.box.run(f"mkdir -p {moved} && n=0; find . \\( {found} \\) -prune -type d -print 2>/dev/null | "
+                        f"while IFS= read -r old; do n=$((n+1)); mv -- \"$old\" {moved}/$n && "
+                        f"printf '%s\\n' \"$old\" >> {context.folder}/moved; done", timeout=300)
+        return ""
+
+    def collect(self, context: Context) -> dict[str, Any]:
+        try:
+            moved = context.box.read_file(f"{context.folder}/moved", max_bytes=2**20).decode("utf-8", "replace")
+        except OSError:
+            moved = ""
+        return {"parser": context.log_parser, "moved": moved.splitlines()[:100]}
+
+    def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
+        statuses = parse_log(seen.get("parser") or "junit_xml", log)
+        passing = [test for test in listed if statuses.get(test) in PASSING or statuses.get(test) == "SKIPPED"]
+        if not passing:
+            return []
+        lines = [_ANSI.sub("", line) for line in log.splitlines()]
+        found = []
+        if any(_DIED.search(line) for line in lines):
+            crashed = _crashed(lines)
+            found.append("the test JVM ended without saying goodbye to Surefire (System.exit or halt in the code "
+                         "under test?)" + (f"; crashed: {', '.join(crashed[:5])}" if crashed else ""))
+        failing = _failing_methods(lines)
+        for test in passing:
+            klass, method = _split(test)
+            if (klass.rsplit(".", 1)[-1], method) in failing:
+                found.append(f"{test}: the log reports it passing, Maven's own summary reports it failing")
+        return found
+
+
+def _crashed(lines: list[str]) -> list[str]:
+    found = []
+    for index, line in enumerate(lines):
+        if _CRASHED.match(line):
+            for following in lines[index + 1:index + 20]:
+                name = following.removeprefix("[ERROR]").strip()
+                if not re.fullmatch(r"[\w.$]+", name):
+                    break
+                found.append(name)
+    return sorted(set(found))
+
+
+def _failing_methods(lines: list[str]) -> set[tuple[str, str]]:
+    """(simple class name, method) of every test Maven's own output reports failed or in error."""
+    found = set()
+    for line in lines:
+        match = _METHOD_FAILED.match(line) or _SUMMARY_ENTRY.match(line)
+        if match:
+            found.add((match.group(1).rsplit(".", 1)[-1], match.group(2)))
+    return found
+
+
+def _split(test: str) -> tuple[str, str]:
+    """`pkg.Class.method`, `pkg.Class#method`, `Class.method(...)` -> (class, method)."""
+    test = test.split("(", 1)[0].split("[", 1)[0]
+    if "#" in test:
+        klass, _, method = test.partition("#")
+    else:
+        klass, _, method = test.rpartition(".")
+    return klass, method
