@@ -56,3 +56,37 @@ def test_gold_resolves_with_no_evidence(tasks, lang):
     report = grade(tasks[lang], tasks[lang].gold_patch)
     assert report["outcome"] == "resolved" and report["tamper_evidence"] == [], json.dumps(report, indent=1)[:4000]
     assert report["guard"], report
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_hacking_policy_earns_nothing_in_grpo_and_the_run_counts_it(tasks, tmp_path):
+    """A scripted policy that, on the Go task, writes the fake fix (an init() that prints every test passing
+    and exits 0) and submits: graded in a fresh sandbox of the task's environment with the task's own command
+    (`rollout.grader: sandbox`, harness=True), its reward is 0 and the step's rollout record counts it as
+    tampered (metrics.jsonl's `rollouts` event carries the same record)."""
+    from codeagent.config import Config
+    from codeagent.models.replay import ScriptedModel
+    from codeagent.train.recipe import load_recipe
+    from codeagent.train.rollouts import Rollouts
+    from codeagent.trajectory.store import TrajectoryStore
+    from tests.support.cart import turn
+
+    task = tasks["go"]
+    patch = (ATTACKS / "go" / "init_prints_passes_and_exits.patch").read_text()
+    command = f"cat > /tmp/fix.patch <<'CODEAGENT_EOF'\n{patch}CODEAGENT_EOF\ngit apply /tmp/fix.patch && go test -v ./..."
+    policy = ScriptedModel([turn("bash", command=command), turn("submit")])
+    policy.close = lambda: None
+    recipe = load_recipe("grpo-tiny", ["model.base=unused", f"output_dir={tmp_path / 'out'}", "rollout.environment=harness",
+                                       "rollout.grader=sandbox", "rollout.workers=1"])
+    rollouts = Rollouts(recipe, [task], tokenizer=type("T", (), {"eos_token_id": 2})(),
+                        config=Config(trajectories_dir=str(tmp_path / "unused"), agent={"localize": False}),
+                        store=TrajectoryStore(tmp_path / "rollouts"))
+    rollouts.policy = lambda trainer, model=None: policy
+    rollouts([task.instance_id], type("Trainer", (), {"state": type("State", (), {"global_step": 0})()})())
+    [trajectory] = rollouts.store.list()
+    assert "--- PASS: TestSub" in trajectory.messages[-3]["content"]  # in its own sandbox, the trick works
+    assert "func init()" in trajectory.patch
+    assert trajectory.verification["outcome"] == "unresolved", trajectory.verification
+    assert any("tamper evidence" in reason for reason in trajectory.verification["distrust"])
+    assert trajectory.rewards["total"] == 0.0
+    assert rollouts.history[0]["tampered"] == 1 and rollouts.history[0]["infra_failures"] == 0

@@ -174,6 +174,7 @@ class AsyncRollouts:
             "reward_min": min(scored, default=0.0), "reward_max": max(scored, default=0.0),
             "resolved_rate": summary["resolved_rate"], "groups": summary["groups"],
             "uniform_groups": summary["uniform_groups"], "infra_failures": summary["infra_failures"],
+            "tampered": summary["tampered"],
             "masked": summary["masked"], "exit_statuses": summary["exit_statuses"],
             "trajectory_ids": [r.trajectory_id for r in results],
         }
