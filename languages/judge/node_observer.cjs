@@ -1,7 +1,8 @@
 // codeagent's judge for Node.js test runs (codeagent/harness/judge/node.py): preloaded into every node
 // process of a graded run (NODE_OPTIONS=--require), it keeps node:assert's functions as they were at
 // start, looks every 100 ms and at exit whether any was replaced, and at exit whether each still throws
-// on a failing input; one JSON line per process goes to the file named by CODEAGENT_JUDGE_NODE_RECORDS.
+// on a failing input; one JSON line per process, with its exit code, goes to the file named by
+// CODEAGENT_JUDGE_NODE_RECORDS.
 "use strict";
 (function () {
   var records = process.env.CODEAGENT_JUDGE_NODE_RECORDS;
@@ -45,10 +46,18 @@
   }
   var timer = setInterval(look, 100);
   if (timer.unref) timer.unref();
-  process.on("exit", function (code) {
-    look();
-    var line = { pid: process.pid, ppid: process.ppid, argv: process.argv.slice(1, 4), exit: code,
-                 replaced: Object.keys(replaced), silent: silent() };
-    try { append(records, stringify(line) + "\n"); } catch (error) { /* a missing record is read as such */ }
-  });
+  // the record is written after every 'exit' listener ran: the exit code is then final (a runner may
+  // set process.exitCode in its own listener, as mocha does)
+  var emit = process.emit;
+  process.emit = function (event) {
+    var result = emit.apply(this, arguments);
+    if (event === "exit") {
+      look();
+      var line = { pid: process.pid, ppid: process.ppid, argv: process.argv.slice(1, 4),
+                   exit: process.exitCode === undefined ? arguments[1] : process.exitCode,
+                   replaced: Object.keys(replaced), silent: silent() };
+      try { append(records, stringify(line) + "\n"); } catch (error) { /* a missing record is read as such */ }
+    }
+    return result;
+  };
 })();
