@@ -23,10 +23,13 @@ that knows this design and writes records of its own (the records file is named 
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..log_parsers import PASSING, parse_log
@@ -45,17 +48,10 @@ class ProcessObserver:
         self.why_not = ""
 
     def install(self, context: Context) -> str:
-        box, folder = context.box, context.folder
-        box.write_file(f"{folder}/observer.c", source("process_observer.c"))
-        compiler = box.run("command -v cc || command -v gcc").output.strip().splitlines()
-        if not compiler or not compiler[-1].startswith("/"):
-            self.why_not = "no C compiler in the environment to build the observer"
+        self.why_not = build(context.box, context.folder)
+        if self.why_not:
             return ""
-        built = box.run(COMPILE.format(cc=compiler[-1], folder=folder) + f" > {folder}/compile.log 2>&1", timeout=120)
-        if built.exit_code != 0:
-            self.why_not = "the observer did not compile"
-            return ""
-        records, library = shlex.quote(f"{folder}/records"), shlex.quote(f"{folder}/observer.so")
+        records, library = shlex.quote(f"{context.folder}/records"), shlex.quote(f"{context.folder}/observer.so")
         return (f"export CODEAGENT_JUDGE_RECORDS={records}; "
                 f"export LD_PRELOAD={library}${{LD_PRELOAD:+:$LD_PRELOAD}}; "
                 "export ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\"; ")
@@ -82,6 +78,44 @@ class ProcessObserver:
             if problem and problem not in found:
                 found.append(problem)
         return found[:20]
+
+
+def build(box, folder: str) -> str:
+    """Put observer.so in `folder`: compiled there by the environment's C compiler (against its own C
+    library), or the copy kept from an earlier compile in a container of the same image. Why it
+    cannot be, or ''."""
+    text = source("process_observer.c")
+    kept = _kept(box, text)
+    if kept is not None and kept.is_file():
+        box.write_file(f"{folder}/observer.so", kept.read_bytes())
+        return ""
+    box.write_file(f"{folder}/observer.c", text)
+    compiler = box.run("command -v cc || command -v gcc").output.strip().splitlines()
+    if not compiler or not compiler[-1].startswith("/"):
+        return "no C compiler in the environment to build the observer"
+    if box.run(COMPILE.format(cc=compiler[-1], folder=folder) + f" > {folder}/compile.log 2>&1", timeout=120).exit_code:
+        return "the observer did not compile"
+    if kept is not None:
+        try:
+            data = box.read_file(f"{folder}/observer.so", max_bytes=16 * 2**20)
+            partial = kept.with_suffix(f".{os.getpid()}.part")
+            partial.write_bytes(data)
+            partial.replace(kept)
+        except OSError:
+            pass  # the next run compiles it again
+    return ""
+
+
+def _kept(box, text: str) -> Path | None:
+    """Where the observer compiled for this container's image is kept on this machine (never shared
+    between images: each environment's own compiler made its copy); None for a sandbox without one."""
+    from ...private_dirs import ensure_private, private_root
+
+    image = (getattr(getattr(box, "container", None), "attrs", None) or {}).get("Image")
+    if not isinstance(image, str) or not image:
+        return None
+    key = hashlib.sha256(f"{image}\0{text}".encode()).hexdigest()[:32]
+    return ensure_private(private_root() / "judge") / f"observer-{key}.so"
 
 
 def _passes_listed(parser: str, log: str, listed: Sequence[str]) -> bool:
