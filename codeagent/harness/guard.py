@@ -77,10 +77,11 @@ class Guard:
 
     def install(self) -> str:
         """Write the plugin (in a zip archive) and its key; the exports that load it (before the test command)."""
+        from .judge import put
+
         archive = f"{self.folder}/plugin.zip"
         self.box.run(f"mkdir -p {self.folder}")
-        self.box.write_file(archive, plugin_archive(self.name))
-        self.box.write_file(f"{self.folder}/key", self.key.hex().encode())
+        put(self.box, {archive: plugin_archive(self.name), f"{self.folder}/key": self.key.hex().encode()}, mode=0o600)
         return (f'export PYTHONPATH="{archive}${{PYTHONPATH:+:$PYTHONPATH}}"; '
                 f'export PYTEST_ADDOPTS="-p {self.name}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"; ')
 

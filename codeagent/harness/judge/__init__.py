@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -66,6 +67,27 @@ class Observer(Protocol):
     def collect(self, context: Context) -> dict[str, Any]: ...
 
     def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]: ...
+
+
+def put(box, files: Mapping[str, str | bytes], mode: int = 0o644) -> None:
+    """Write `files` (path -> content) in the sandbox in one command of its shell: a write_file each would
+    cost a round trip to the engine each (most of a small run's judging time under load)."""
+    import base64
+
+    lines = []
+    for path, content in files.items():
+        data = content.encode() if isinstance(content, str) else content
+        quoted = shlex.quote(path)
+        lines.append(f"base64 -d > {quoted} <<'CODEAGENT_JUDGE_EOF'\n{base64.b64encode(data).decode()}\n"
+                     f"CODEAGENT_JUDGE_EOF\nchmod {mode:o} {quoted}")
+    result = box.run("\n".join(lines), timeout=120)
+    if result.exit_code != 0:
+        raise OSError(f"the judge's files could not be written: {result.output[-300:]}")
+
+
+def read(box, path: str) -> str:
+    """A small file of the judge's folder, through the sandbox's shell ('' when it is not there)."""
+    return box.run(f"cat {shlex.quote(path)} 2>/dev/null", timeout=120).output
 
 
 def source(asset: str, **values: str) -> str:

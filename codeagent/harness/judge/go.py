@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..log_parsers import PASSING, parse_log
-from . import Context, register, source
+from . import Context, put, register, source
 
 MAX_COLLECTED = 16 * 2**20
 _TEST_ARG = re.compile(r"^-{1,2}test\.")
@@ -49,11 +49,10 @@ class GoObserver:
         if not real.startswith("/"):
             return ""
         box.run(f"mkdir -p {folder}/bin {folder}/runs")
-        box.write_file(f"{folder}/canary.go", source("go_canary.go", name=canary, secret=context.secret))
-        box.write_file(f"{folder}/launch", source("launch.sh", dir=folder, canary=f"Test{canary}",
-                                                   secret=context.secret), mode=0o755)
-        box.write_file(f"{folder}/bin/go", source("go_wrapper.sh", real=real, dir=folder,
-                                                   file=f"zz_codeagent_{context.nonce}_test.go"), mode=0o755)
+        put(box, {f"{folder}/canary.go": source("go_canary.go", name=canary, secret=context.secret),
+                  f"{folder}/launch": source("launch.sh", dir=folder, canary=f"Test{canary}", secret=context.secret),
+                  f"{folder}/bin/go": source("go_wrapper.sh", real=real, dir=folder,
+                                             file=f"zz_codeagent_{context.nonce}_test.go")}, mode=0o755)
         return f"export PATH={shlex.quote(folder + '/bin')}:\"$PATH\"; "
 
     def collect(self, context: Context) -> dict[str, Any]:
@@ -64,11 +63,10 @@ class GoObserver:
                   "sed 's/^/T /' \"$r\"; done; [ -f unobserved ] && sed 's/^/U /' unobserved; } > collected 2>/dev/null")
         context.box.run(script, timeout=120)
         try:
-            raw = context.box.read_file(f"{folder}/collected", max_bytes=MAX_COLLECTED)
+            text = context.box.read_file(f"{folder}/collected", max_bytes=MAX_COLLECTED).decode("utf-8", "replace")
         except OSError:
-            raw = b""
-        return {"canary": f"TestCodeagentCanary{context.nonce}", "parser": context.log_parser,
-                **read_collected(raw.decode("utf-8", "replace"))}
+            text = ""
+        return {"canary": f"TestCodeagentCanary{context.nonce}", "parser": context.log_parser, **read_collected(text)}
 
     def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
         return evidence(seen, log, listed)

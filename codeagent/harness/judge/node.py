@@ -31,12 +31,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..log_parsers import PASSING, parse_log
-from . import Context, register, source
+from . import Context, put, register, source
 
 MAX_RECORDS = 16 * 2**20
 JS_FILES = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts")
-_DEFINES_TESTS = re.compile(r"\b(?:it|test|describe|suite)\s*\(")
-_ONLY = re.compile(r"\b(?:it|test|describe|suite|context)\.only\s*\(")
+DEFINES_TESTS = r"\b(it|test|describe|suite)\s*\("  # grep -E, in the container
+ONLY = r"\b(it|test|describe|suite|context)\.only\s*\("
 _FILTERS = ("-g", "--grep", "-f", "--fgrep", "-t", "--testNamePattern", "--test-name-pattern")
 _BAIL = ("-b", "--bail", "--test-fail-fast")
 _LITERAL = re.compile(r"^[\w ,:'-]*$")
@@ -53,29 +53,30 @@ class NodeObserver:
 
     def install(self, context: Context) -> str:
         box, folder = context.box, context.folder
-        box.write_file(f"{folder}/node_observer.cjs", source("node_observer.cjs"))
         suffix, self.why_no_canary = canary_suffix(context.command)
+        files = {f"{folder}/node_observer.cjs": source("node_observer.cjs")}
         if not self.why_no_canary:
-            self._add_canaries(context, suffix)
+            files[f"{folder}/canary.js"] = source("node_canary.js", records=f"{folder}/canaries", nonce=context.nonce,
+                                                  secret=context.secret, suffix=suffix)
+        put(box, files)
+        if not self.why_no_canary:
+            self._add_canaries(context)
         preload = shlex.quote(f"--require {folder}/node_observer.cjs")[1:-1]
         return (f"export CODEAGENT_JUDGE_NODE_RECORDS={shlex.quote(folder + '/node-records')}; "
                 f"export NODE_OPTIONS=\"{preload}${{NODE_OPTIONS:+ $NODE_OPTIONS}}\"; ")
 
-    def _add_canaries(self, context: Context, suffix: str) -> None:
-        for path in context.test_files:
-            if not path.endswith(JS_FILES) or path.startswith("/") or ".." in path.split("/"):
-                continue
-            try:
-                text = context.box.read_file(path, max_bytes=8 * 2**20).decode("utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if not _DEFINES_TESTS.search(text) or _ONLY.search(text):
-                continue
-            index = len(self.canaries)
-            snippet = source("node_canary.js", records=f"{context.folder}/canaries", index=str(index),
-                             nonce=context.nonce, secret=context.secret, suffix=suffix)
-            context.box.write_file(path, text + ("" if text.endswith("\n") else "\n") + snippet)
-            self.canaries.append(path)
+    def _add_canaries(self, context: Context) -> None:
+        """Append the canary (its index filled in) to each hidden test file that defines tests and has no `.only`."""
+        paths = [path for path in context.test_files
+                 if path.endswith(JS_FILES) and not path.startswith("/") and ".." not in path.split("/")]
+        if paths:
+            script = (f"i=0; for f in {' '.join(shlex.quote(path) for path in paths)}; do "
+                      "[ -f \"$f\" ] && [ ! -L \"$f\" ] || continue; "
+                      f"grep -Eq {shlex.quote(ONLY)} \"$f\" && continue; "
+                      f"grep -Eq {shlex.quote(DEFINES_TESTS)} \"$f\" || continue; "
+                      "[ -z \"$(tail -c 1 \"$f\")\" ] || echo >> \"$f\"; "
+                      f"sed \"s/@INDEX@/$i/g\" {context.folder}/canary.js >> \"$f\" && printf '%s\\n' \"$f\"; i=$((i+1)); done")
+            self.canaries = [line for line in context.box.run(script, timeout=120).output.splitlines() if line in paths]
         if not self.canaries:
             self.why_no_canary = "no hidden test file to add a canary to"
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..log_parsers import PASSING, parse_log
-from . import Context, register, source
+from . import Context, put, register, source
 
 MAX_RECORDS = 32 * 2**20
 COMPILE = "{cc} -shared -fPIC -O2 -o {folder}/observer.so {folder}/observer.c -ldl"
@@ -87,9 +87,9 @@ def build(box, folder: str) -> str:
     text = source("process_observer.c")
     kept = _kept(box, text)
     if kept is not None and kept.is_file():
-        box.write_file(f"{folder}/observer.so", kept.read_bytes())
+        put(box, {f"{folder}/observer.so": kept.read_bytes()})
         return ""
-    box.write_file(f"{folder}/observer.c", text)
+    put(box, {f"{folder}/observer.c": text})
     compiler = box.run("command -v cc || command -v gcc").output.strip().splitlines()
     if not compiler or not compiler[-1].startswith("/"):
         return "no C compiler in the environment to build the observer"
