@@ -97,7 +97,7 @@ def test_the_reproduction_verifier_writes_and_runs_a_go_test(make_repo, tmp_path
         wrong = sandbox.diff()
     candidates = [Candidate(instance_id="x", index=0, patch=right), Candidate(instance_id="x", index=1, patch=wrong)]
     score_reproduction(kept, candidates, factory, timeout=120)
-    assert [c.scores["reproduction"] for c in candidates] == [1.0, 0.0]
+    assert [c.scores["reproduction"] for c in candidates] == [1.0, 0.0], [c.details for c in candidates]
     details = candidates[1].details["reproduction"]
     assert details.startswith("fails: ") and "TestMul" in details and "," not in details
 

@@ -21,7 +21,7 @@ from typing import Any
 from ..harness.env_grade import grade_patch
 from ..harness.env_images import image_source
 from ..harness.env_plan import Graded, grade_in
-from ..harness.judge import judge_evidence
+from ..harness.judge import judge_evidence, without_canaries
 from ..harness.log_parsers import PASSING, parse_log
 from ..harness.task_env import TaskEnvironment
 from ..sandbox.errors import DockerUnavailable
@@ -71,7 +71,7 @@ def statuses_of(graded: Graded, log_parser: str) -> dict[str, str]:
     """The run's statuses by its log, where a pass the harness's judge doubts (judge/: the grade that
     lists the test would call the log tampered) counts as failed: that test, where the evidence names
     it alone (the pytest plugin's "X: the log says ..."), else every test."""
-    found = dict(parse_log(log_parser, graded.log))
+    found = without_canaries(parse_log(log_parser, graded.log))
     run = graded.run
     if run is None or not run.judge:
         return found

@@ -87,6 +87,7 @@ def _run(task: Task, image: str, command: str, parser: str, timeout: float, test
     cannot make an existing test pass by editing it), run `command`, grade `tests` as must-stay-passing."""
     from ..harness.env_images import image_source
     from ..harness.env_plan import grade_in, suite_plan
+    from ..harness.judge import without_canaries
     from ..harness.log_parsers import parse_log
     from ..harness.task_env import TaskEnvironment
 
@@ -104,7 +105,8 @@ def _run(task: Task, image: str, command: str, parser: str, timeout: float, test
         result.update(outcome="harness_error", reason=verdict.reason)
     else:
         result.update(outcome=verdict.outcome.value, reason=verdict.reason, consistent=verdict.consistent,
-                      exit_code=run.exit_code, statuses=parse_log(parser, run.log), passed=verdict.p2p_passed,
+                      exit_code=run.exit_code, statuses=without_canaries(parse_log(parser, run.log)),
+                      passed=verdict.p2p_passed,
                       failed=verdict.p2p_failed, masked_failures=verdict.masked_failures,
                       tamper_evidence=verdict.tamper_evidence, test_seconds=round(run.seconds, 2))
     result["seconds"] = round(time.monotonic() - started, 2)

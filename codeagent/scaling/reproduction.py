@@ -93,11 +93,15 @@ def score_reproduction(source: str | RepoTest, candidates: list[Candidate], sand
 
 
 def _judge_python(sandbox, source, timeout: float) -> tuple[bool, str]:
+    from ..harness.judge import judge_evidence, watched_run
+
     sandbox.write_file(TEST_PATH, source)
-    outcome = sandbox.run(reproduction_command(), timeout=timeout)
-    if outcome.exit_code == 0:
+    run = watched_run(sandbox, reproduction_command(), "pytest", timeout, [TEST_PATH])
+    if evidence := judge_evidence(run.judge or {}, run.log, [], run.exit_code):
+        return False, "the run does not match what the harness's judge saw: " + "; ".join(evidence[:2])
+    if run.exit_code == 0 and run.complete:
         return True, "passes"
-    return False, f"fails (exit {outcome.exit_code}): {outcome.output.strip()[-300:]}"
+    return False, f"fails (exit {run.exit_code}): {run.log.strip()[-300:]}"
 
 
 def _language_report(task: Task) -> TestReport | None:
@@ -167,10 +171,15 @@ def _applied(sandbox, candidate: Candidate) -> bool:
 
 
 def _judge_in_language(sandbox, test: RepoTest, timeout: float) -> tuple[bool, str]:
+    from ..harness.judge import judge_evidence, watched_run, without_canaries
+
     for path, text in test.files:
         sandbox.write_file(path, text)
-    statuses = _statuses(sandbox, test.report, timeout)
+    run = watched_run(sandbox, test.report.command, test.report.log_parser, timeout, [path for path, _ in test.files])
+    statuses = without_canaries(parse_log(test.report.log_parser, run.log))
     new = {name: status for name, status in statuses.items() if name not in test.before}
+    if evidence := judge_evidence(run.judge or {}, run.log, list(new), run.exit_code):
+        return False, "the run does not match what the harness's judge saw: " + "; ".join(evidence[:2])
     if new and all(status in PASSING for status in new.values()):
         return True, "passes"
     failing = sorted(name for name, status in new.items() if status not in PASSING)

@@ -43,7 +43,7 @@ import yaml
 from ...assets import asset_dir, asset_path
 
 __all__ = ["Context", "InfrastructureRule", "Observer", "Watch", "infrastructure_rules", "judge_evidence",
-           "observers_for", "source", "verdict"]
+           "observers_for", "source", "verdict", "watched_run", "without_canaries"]
 
 
 @dataclass
@@ -201,6 +201,30 @@ class Watch:
 
     def collect(self) -> dict[str, Any]:
         return {observer.name: observer.collect(self.context) for observer in self.observers}
+
+
+def watched_run(box, command: str, log_parser: str, timeout: float, test_files: Sequence[str] = ()):
+    """Run `command` in `box` (an open sandbox) as a graded run is run, watched by the judge: its TestRun,
+    whose `judge` holds what the observers saw (judge_evidence() says what that means for given tests).
+    For verifiers that run tests in a sandbox of their own (the reproduction test)."""
+    from ..task_env import PATCH_DIR, run_tests
+
+    box.run(f"mkdir -p {PATCH_DIR}")
+    watch = Watch(box, PATCH_DIR, command, log_parser, test_files)
+    run = run_tests(box, watch.install() + command, timeout)
+    if watch.observers:
+        run.judge = watch.collect()
+    return run
+
+
+# the names the judge's canaries are reported under (go.py, node.py), as the log parsers spell them
+CANARY = re.compile(r"(?:^|[\s>/])(?:TestCodeagentCanary[0-9a-f]{16}$|codeagent canary [0-9a-f]{16} )|^TestCodeagentCanary[0-9a-f]{16}$")
+
+
+def without_canaries(statuses: Mapping[str, str]) -> dict[str, str]:
+    """A run's statuses less the judge's own canary tests: for callers that read a watched run's tests
+    themselves (mining, the verifiers); a grade's lists never name them."""
+    return {test: status for test, status in statuses.items() if not CANARY.search(test)}
 
 
 def judge_evidence(seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
