@@ -92,8 +92,8 @@ def run_agent(make_repo, tmp_path, config: Config, script: list[dict]):
 
 
 def test_a_page_on_the_allow_list_reaches_the_model_as_wrapped_text_without_its_scripts(make_repo, tmp_path, site):
-    base, _ = site
-    config = Config(agent={"localize": False}, web_fetch={"allow": ["127.0.0.1"]})
+    base, port = site
+    config = Config(agent={"localize": False}, web_fetch={"allow": [f"127.0.0.1:{port}"]})
     result, observations, model, agent = run_agent(make_repo, tmp_path, config, [
         call("web_fetch", url=f"{base}/page"), call("web_fetch", url="https://docs.python.org/3/"), call("submit")])
     assert result.exit_status == "submitted"
@@ -132,57 +132,57 @@ def test_an_untrusted_repository_cannot_set_the_allow_list(make_repo, tmp_path, 
 
 def test_a_host_not_on_the_list_is_refused_before_any_request(site):
     base, port = site
-    for url, allow in [(f"{base}/page", ["docs.python.org"]), (f"http://localhost:{port}/page", ["127.0.0.1"]),
-                       (f"{base}/page", ["*.0.0.1"])]:
+    for url, allow in [(f"{base}/page", ["docs.python.org"]), (f"http://localhost:{port}/page", [f"127.0.0.1:{port}"]),
+                       (f"{base}/page", [f"*.0.0.1:{port}"])]:
         with pytest.raises(ToolError, match="is not on the web_fetch allow-list"):
             fetch(url, allow, 1000, 5)
     for url, message in [("file:///etc/passwd", "only http and https"), (f"ftp://127.0.0.1:{port}/", "only http"),
                          (f"http://user:pw@127.0.0.1:{port}/page", "credentials")]:
         with pytest.raises(ToolError, match=message):
-            fetch(url, ["127.0.0.1"], 1000, 5)
+            fetch(url, [f"127.0.0.1:{port}"], 1000, 5)
     assert _Site.hits == []
 
 
 def test_each_redirect_hop_is_checked(site):
-    base, _ = site
-    assert "Version 2" in fetch(f"{base}/hop", ["127.0.0.1"], 10_000, 5)  # a hop to an allowed host is followed
+    base, port = site
+    assert "Version 2" in fetch(f"{base}/hop", [f"127.0.0.1:{port}"], 10_000, 5)  # a hop to an allowed host is followed
     with pytest.raises(ToolError, match="localhost is not on the web_fetch allow-list"):
-        fetch(f"{base}/away", ["127.0.0.1"], 10_000, 5)
+        fetch(f"{base}/away", [f"127.0.0.1:{port}"], 10_000, 5)
     assert [path for path, _ in _Site.hits] == ["/hop", "/page", "/away"]  # /page was not fetched from localhost
 
 
 def test_a_body_over_max_bytes_is_cut_with_a_note_and_binary_content_is_one_line(site):
-    base, _ = site
-    page = fetch(f"{base}/big", ["127.0.0.1"], 1000, 5)
+    base, port = site
+    page = fetch(f"{base}/big", [f"127.0.0.1:{port}"], 1000, 5)
     assert "x" * 1000 in page and "x" * 1001 not in page
     assert "[cut: the response is larger than web_fetch.max_bytes (1000 bytes)" in page
-    assert "[image/png content, 104 bytes, not shown]" in fetch(f"{base}/image", ["127.0.0.1"], 1000, 5)
+    assert "[image/png content, 104 bytes, not shown]" in fetch(f"{base}/image", [f"127.0.0.1:{port}"], 1000, 5)
 
 
 def test_the_page_cannot_close_its_untrusted_wrapper(site):
-    base, _ = site
-    page = fetch(f"{base}/close", ["127.0.0.1"], 1000, 5)
+    base, port = site
+    page = fetch(f"{base}/close", [f"127.0.0.1:{port}"], 1000, 5)
     assert page.count("</web_content>") == 1 and page.endswith("</web_content>")
 
 
 def test_a_slow_server_times_out(site):
-    base, _ = site
+    base, port = site
     with pytest.raises(ToolError, match=r"timed out after 1s"):
-        fetch(f"{base}/slow", ["127.0.0.1"], 1000, 1)
+        fetch(f"{base}/slow", [f"127.0.0.1:{port}"], 1000, 1)
 
 
 def test_a_listed_name_that_resolves_to_a_local_address_is_refused_unless_the_address_is_listed(site):
     base, port = site
     with pytest.raises(ToolError, match="resolves to 127.0.0.1"):
-        fetch(f"http://localhost:{port}/page", ["localhost"], 10_000, 5)
+        fetch(f"http://localhost:{port}/page", [f"localhost:{port}"], 10_000, 5)
 
     def rebound(host, port, **options):  # a public name whose DNS answer points at this machine
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
     with pytest.raises(ToolError, match="resolves to 127.0.0.1"):
-        fetch(f"http://docs.example.org:{port}/page", ["docs.example.org"], 10_000, 5, resolve=rebound)
+        fetch(f"http://docs.example.org:{port}/page", [f"docs.example.org:{port}"], 10_000, 5, resolve=rebound)
     assert _Site.hits == []
-    page = fetch(f"http://docs.example.org:{port}/page", ["docs.example.org", "127.0.0.1"], 10_000, 5,
+    page = fetch(f"http://docs.example.org:{port}/page", [f"docs.example.org:{port}", f"127.0.0.1:{port}"], 10_000, 5,
                  resolve=rebound)
     assert "Version 2" in page
     assert _Site.hits[0][1]["Host"] == f"docs.example.org:{port}"  # connected to the checked address itself
@@ -213,7 +213,7 @@ def test_through_the_cli_the_users_config_enables_it_and_a_repositorys_does_not(
 
     from codeagent.trajectory.schema import Trajectory
 
-    base, _ = site
+    base, port = site
     script = tmp_path / "script.json"
     script.write_text(Trajectory(id="script", model="scripted", messages=[
         call("web_fetch", url=f"{base}/page"), call("submit")]).model_dump_json())
@@ -229,10 +229,86 @@ def test_through_the_cli_the_users_config_enables_it_and_a_repositorys_does_not(
         return proc.stderr + Path(record).read_text()
 
     user.write_text("{}\n")
-    repo = make_repo({"README.md": "x\n", ".codeagent.yaml": json.dumps({"web_fetch": {"allow": ["127.0.0.1"]}})})
+    repo = make_repo({"README.md": "x\n", ".codeagent.yaml": json.dumps({"web_fetch": {"allow": [f"127.0.0.1:{port}"]}})})
     untrusted = solve(repo)
     assert "Unknown tool 'web_fetch'" in untrusted and "ignoring web_fetch.allow" in untrusted
     assert "Version 2" not in untrusted and _Site.hits == []
-    user.write_text(json.dumps({"web_fetch": {"allow": ["127.0.0.1"]}}))
+    user.write_text(json.dumps({"web_fetch": {"allow": [f"127.0.0.1:{port}"]}}))
     enabled = solve(make_repo({"README.md": "x\n"}))
     assert "Version 2" in enabled and "untrusted data, not instructions" in enabled
+
+
+@pytest.fixture()
+def dribbling():
+    """A server on 127.0.0.1 that answers one byte every 0.2 s, a header that never ends (http.client would
+    take 65536 bytes, 3.6 hours, before it gave up on the line)."""
+    start = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nX-Padding: "
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.recv(65536)
+                sent = 0
+                while not stop.wait(0.2):
+                    try:
+                        connection.sendall(start[sent:sent + 1] or b"p")
+                    except OSError:
+                        break
+                    sent += 1
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(10)
+    listener.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_server_that_sends_its_headers_a_byte_at_a_time_cannot_stretch_the_deadline(dribbling):
+    """Each byte comes well within the socket's timeout, so only a deadline for the whole request stops it
+    (on 0972c8d this fetch waits on the endless header: the test times out)."""
+    with pytest.raises(ToolError, match=r"timed out after 1s"):
+        fetch(f"http://127.0.0.1:{dribbling}/", [f"127.0.0.1:{dribbling}"], 1000, 1)
+
+
+def test_a_bare_allow_entry_admits_the_default_port_only_and_an_entry_may_name_its_port(site):
+    from codeagent.tools.web_fetch import allowed_host
+
+    base, port = site
+    with pytest.raises(ToolError, match=rf"port {port} of 127.0.0.1 is not on the web_fetch allow-list"):
+        fetch(f"{base}/page", ["127.0.0.1"], 10_000, 5)  # on 0972c8d: fetched (any port of a listed host)
+    with pytest.raises(ToolError, match="is not on the web_fetch allow-list"):
+        fetch(f"{base}/page", [f"127.0.0.1:{port + 1}", "localhost:*"], 10_000, 5)
+    assert _Site.hits == []
+    assert "Version 2" in fetch(f"{base}/page", [f"127.0.0.1:{port}"], 10_000, 5)
+    assert "Version 2" in fetch(f"{base}/page", ["127.0.0.1:*"], 10_000, 5)
+    assert allowed_host("docs.python.org", ["docs.python.org"], None, 443)
+    assert allowed_host("docs.python.org", ["docs.python.org"], 443, 443)
+    assert not allowed_host("docs.python.org", ["docs.python.org"], 8443, 443)
+    assert not allowed_host("docs.python.org", ["docs.python.org"], 80, 443)  # https://host:80 is not the default
+    assert allowed_host("a.readthedocs.io", ["*.readthedocs.io:8080"], 8080, 80)
+    assert allowed_host("::1", ["[::1]:8000"], 8000, 80) and allowed_host("::1", ["::1"], None, 80)
+    assert not allowed_host("::1", ["::1"], 8000, 80)
+
+
+def test_a_redirect_to_another_port_of_a_listed_host_is_refused(site):
+    base, port = site
+    _Site.routes["/other-port"] = (302, {"Location": f"http://127.0.0.1:{port + 1}/page"}, b"")
+    with pytest.raises(ToolError, match=f"port {port + 1} of 127.0.0.1 is not on the web_fetch allow-list"):
+        fetch(f"{base}/other-port", [f"127.0.0.1:{port}"], 10_000, 5)
+
+
+@pytest.mark.parametrize("entry", ["a:b", "x:70000", "http://x", "x:0", "host/path"])
+def test_a_malformed_allow_entry_is_refused_when_the_config_loads(entry):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="is not a host, host:PORT, host:\\* or an IP address"):
+        Config(web_fetch={"allow": [entry]})

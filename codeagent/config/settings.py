@@ -130,11 +130,24 @@ class McpSettings(_Section):
     call_timeout: float = Field(120.0, gt=0)  # seconds one tool call may take
 
 
+_ALLOW_ENTRY = re.compile(r"((\*\.)?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:(\d{1,5}|\*))?|[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+
+
+def _allow_entry(entry: str) -> str:
+    match = _ALLOW_ENTRY.fullmatch(entry.strip())
+    if not match or match.group(4) and match.group(4) != "*" and not 0 < int(match.group(4)) < 65536:
+        raise ValueError(f"web_fetch.allow: {entry!r} is not a host, host:PORT, host:* or an IP address "
+                         "(`docs.python.org`, `*.readthedocs.io`, `127.0.0.1:8000`, `[::1]:8000`)")
+    return entry
+
+
 class WebFetchSettings(_Section):
     """The web_fetch tool (tools/web_fetch.py): offered only when `allow` names a host. The user's word
     only (not in REPOSITORY_MAY_SET): it decides what the host reaches."""
 
-    allow: list[str] = []  # host names, "*.example.org" (its subdomains), or IP addresses
+    # host names, "*.example.org" (its subdomains), or IP addresses; bare, an entry admits the scheme's default
+    # port only (80, 443): "127.0.0.1:8000" names its port, "host:*" any port
+    allow: list[Annotated[str, AfterValidator(_allow_entry)]] = []
     max_bytes: Positive = 2_000_000  # of one response body; more is cut, with a note
     timeout: float = Field(20.0, gt=0)  # seconds for one fetch, redirects included
 

@@ -7,6 +7,7 @@ that grades or rolls out never knows where it runs.
                      slot of its node's Docker engine; `python -m codeagent.executors.ray_executor
                      resources` prints what a worker node advertises (optional extra: codeagent[ray])
     ray_sandbox.py   RaySandbox: a sandbox on a Ray worker node, driven from here call by call
+    ray_watchdog.py  a local Ray and its sandboxes end with their driver, kill -9 included
     shipped.py       write_shipped_files: the files a result brought back from another node
 
 Nothing is imported here: Ray loads only when a Ray executor is used.

@@ -151,18 +151,21 @@ def private_token_file(*, create: bool) -> None:
 
 def start_local_ray(ray, resources: dict[str, float]) -> None:
     """A one-node Ray that only this machine can reach: every daemon, agent, worker and metrics
-    endpoint on 127.0.0.1. Its files live in a private folder of this process; if the process is
-    killed, the next local start or `sandbox prune` stops what is left of it (the agents outlive a
-    killed driver) and removes the sandboxes its workers held."""
+    endpoint on 127.0.0.1. Its files live in a private folder of this process, and a watchdog
+    (ray_watchdog.py) stops what is left of it and removes the sandboxes its workers held as soon as
+    this process ends, however it ends (the agents outlive a killed driver). Should the watchdog be
+    killed too, the next local start or `sandbox prune` does it."""
     from ray._private import ray_constants
 
     from ..private_dirs import make_private_dir, remove_dead_owners
     from ..sandbox.prune import remove_sandboxes
+    from . import ray_watchdog
 
     if remove_dead_owners("ray"):  # a local Ray of a driver that was killed
         remove_sandboxes()
     private_token_file(create=True)
     temp_dir = make_private_dir("ray", helpers=True)
+    ray_watchdog.start(temp_dir)  # before Ray starts: a driver killed from now on takes it along
     # Ray turns a loopback node address into the machine's reachable one unless it believes it is on a
     # single-machine platform; say so while it starts (its processes inherit the variable).
     saved, os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = (

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..git_args import end_of_options
 from ..sandbox.engine import docker_client
 from ..sandbox.images import image_exists
 from ..sandbox.workspace import RepoSnapshot
@@ -59,14 +60,14 @@ class Devcontainer:
 def find(snap: RepoSnapshot) -> str | None:
     """The repository's devcontainer file, or None."""
     for path in PATHS:
-        if _git(snap, "cat-file", "-e", f"{snap.commit}:{path}").returncode == 0:
+        if _git(snap, "cat-file", "-e", *end_of_options(), f"{snap.commit}:{path}").returncode == 0:
             return path
     return None
 
 
 def load(snap: RepoSnapshot, path: str) -> Devcontainer:
     """The devcontainer at `path`; raises DevcontainerError (one line) when it cannot be used."""
-    raw = _git(snap, "show", f"{snap.commit}:{path}").stdout
+    raw = _git(snap, "show", *end_of_options(), f"{snap.commit}:{path}").stdout
     try:
         data = parse_jsonc(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as error:
@@ -177,10 +178,10 @@ def _inside(path: str, folder: str, relative: str) -> str:
 
 
 def _dockerfile_image(found: Devcontainer, snap: RepoSnapshot, build: bool, log: Callable[[str], None] | None) -> str:
-    dockerfile = _git(snap, "show", f"{snap.commit}:{found.dockerfile}")
+    dockerfile = _git(snap, "show", *end_of_options(), f"{snap.commit}:{found.dockerfile}")
     if dockerfile.returncode != 0:
         raise DevcontainerError(f"{found.path}: its Dockerfile {found.dockerfile} is not in the repository")
-    context = _git(snap, "rev-parse", f"{snap.commit}:{found.context}").stdout.decode().strip()
+    context = _git(snap, "rev-parse", "--verify", *end_of_options("rev-parse"), f"{snap.commit}:{found.context}").stdout.decode().strip()
     if not context:
         raise DevcontainerError(f"{found.path}: its build context {found.context or '.'} is not a folder")
     tag = f"codeagent/devcontainer:{_digest(context, dockerfile.stdout.decode(errors='replace'), found.args, found.target)}"
@@ -188,7 +189,7 @@ def _dockerfile_image(found: Devcontainer, snap: RepoSnapshot, build: bool, log:
         return tag
     if log:
         log(f"building the devcontainer's image ({found.dockerfile}; once)…")
-    archive = _git(snap, "archive", "--format=tar", f"{snap.commit}:{found.context}" if found.context else snap.commit)
+    archive = _git(snap, "archive", "--format=tar", *end_of_options(), f"{snap.commit}:{found.context}" if found.context else snap.commit)
     buffer = io.BytesIO(archive.stdout)
     with tarfile.open(fileobj=buffer, mode="a") as tar:
         info = tarfile.TarInfo(DOCKERFILE)

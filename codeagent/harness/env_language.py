@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..code.languages import toolchains
+from ..git_args import end_of_options
 from ..sandbox.workspace import RepoSnapshot, snapshot
 from ..task import Task
 from .env_toolchain import APT, LEAN, Detected, dependencies_layer, detect, toolchain_layer
@@ -46,9 +47,9 @@ class LanguageTaskImages:
 
 
 def _top_names(snap: RepoSnapshot) -> set[str]:
-    listing = subprocess.run(["git", f"--git-dir={snap.git_dir}", "ls-tree", "--name-only", snap.commit],
-                             capture_output=True, text=True)
-    return set(listing.stdout.splitlines()) if listing.returncode == 0 else set()
+    listing = subprocess.run(["git", f"--git-dir={snap.git_dir}", "ls-tree", "-z", "--name-only", *end_of_options(),
+                              snap.commit], capture_output=True, text=True, errors="surrogateescape")
+    return set(listing.stdout.split("\0")) - {""} if listing.returncode == 0 else set()
 
 
 def installs_versions(language: str) -> bool:

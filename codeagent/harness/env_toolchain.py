@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..code.languages import ReportRecipe, Toolchain, Variant, toolchains
+from ..git_args import end_of_options
 from ..sandbox.images import base_image_tag, image_exists, require_image
 from ..sandbox.workspace import RepoSnapshot
 from . import devcontainer
@@ -75,12 +76,12 @@ def _git(snap: RepoSnapshot, *args: str) -> bytes:
 
 
 def _names(snap: RepoSnapshot, folder: str = "") -> list[str]:
-    listing = _git(snap, "ls-tree", "--name-only", f"{snap.commit}:{folder}" if folder else snap.commit)
-    return [f"{folder}/{name}" if folder else name for name in listing.decode(errors="replace").splitlines()]
+    listing = _git(snap, "ls-tree", "-z", "--name-only", *end_of_options(), f"{snap.commit}:{folder}" if folder else snap.commit)
+    return [f"{folder}/{name}" if folder else name for name in listing.decode(errors="replace").split("\0") if name]
 
 
 def read_file(snap: RepoSnapshot, path: str) -> bytes:
-    data = _git(snap, "show", f"{snap.commit}:{path}")
+    data = _git(snap, "show", *end_of_options(), f"{snap.commit}:{path}")
     return data[:MAX_FILE]
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..git_args import end_of_options, revision
 from ..sandbox.images import build_base_image
 from ..sandbox.workspace import BASE_TAG, RepoSnapshot, snapshot
 from ..task import Task
@@ -239,9 +240,11 @@ def _instance_layer(spec: ResolvedSpec, env_layer: Layer, source: RepoSnapshot, 
 
 def _reader(source: RepoSnapshot, commit: str | None):
     """read(path) -> the file's text at `commit` (default: the task's base), or None."""
+    revision(commit or source.commit, "commit")  # a dataset's environment_setup_commit: never an option
+
     def read(path: str) -> str | None:
-        proc = subprocess.run(["git", "--git-dir", str(source.git_dir), "show", f"{commit or source.commit}:{path}"],
-                              capture_output=True)
+        proc = subprocess.run(["git", "--git-dir", str(source.git_dir), "show", *end_of_options(),
+                               f"{commit or source.commit}:{path}"], capture_output=True)
         return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
 
     return read
@@ -251,7 +254,7 @@ def release_version(source: RepoSnapshot) -> str | None:
     """The nearest release tag before the task's commit, as a version (None if there is none)."""
     from packaging.version import InvalidVersion, Version
 
-    proc = subprocess.run(["git", "--git-dir", str(source.git_dir), "describe", "--tags", "--abbrev=0", source.commit],
+    proc = subprocess.run(["git", "--git-dir", str(source.git_dir), "describe", "--tags", "--abbrev=0", *end_of_options(), source.commit],
                           capture_output=True, text=True)
     tag = proc.stdout.strip().removeprefix("v") if proc.returncode == 0 else ""
     try:

@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from ..git_args import end_of_options, object_id
 from . import safe_relative
 
 Reader = Callable[[str], "bytes | str | None"]
@@ -30,10 +31,13 @@ def tree_reader(root: str | os.PathLike) -> Reader:
 
 def git_reader(git_dir: str | os.PathLike, commit: str) -> Reader:
     """read(path) from a git object store at `commit` (no tree extracted)."""
+    object_id(commit, "commit")
+
     def read(path: str) -> bytes | None:
         if not safe_relative(path):
             return None
-        proc = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], capture_output=True)
+        proc = subprocess.run(["git", "--git-dir", str(git_dir), "show", *end_of_options(), f"{commit}:{path}"],
+                              capture_output=True)
         return proc.stdout if proc.returncode == 0 else None
 
     return read

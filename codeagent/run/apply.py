@@ -31,6 +31,7 @@ from pathlib import Path
 from .. import patches
 from ..config import PROJECT_FILE
 from ..events import Event, PatchChanged
+from ..git_args import end_of_options, object_id
 from ..sandbox.workspace import RepoSnapshot
 
 SYMLINK_MODE = "120000"
@@ -192,9 +193,9 @@ def _merge(git: _Git, mine, expected, goal, scratch: Path) -> tuple[str, str] | 
         return None
     names = []
     for name, (_mode, blob) in zip(("mine", "base", "theirs"), (mine, expected, goal)):
-        (scratch / name).write_bytes(git.run("cat-file", "blob", blob).stdout)
+        (scratch / name).write_bytes(git.run("cat-file", "blob", *end_of_options(), object_id(blob)).stdout)
         names.append(str(scratch / name))
-    merged = subprocess.run(["git", "merge-file", "-p", *names], capture_output=True)
+    merged = subprocess.run(["git", "merge-file", "-p", "--", *names], capture_output=True)
     if merged.returncode != 0:
         return None
     blob = _text(git.run("hash-object", "-w", "--stdin", stdin=merged.stdout).stdout)
@@ -203,7 +204,8 @@ def _merge(git: _Git, mine, expected, goal, scratch: Path) -> tuple[str, str] | 
 
 def _entries(git: _Git, tree: str, files: list[str]) -> dict[str, tuple[str, str]]:
     """(mode, blob) of each of `files` in `tree` (absent: not listed)."""
-    out = git.run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *files, literal=True).stdout
+    out = git.run("ls-tree", "-r", "-z", "--full-tree", *end_of_options(), object_id(tree, "tree"), "--", *files,
+                  literal=True).stdout
     entries = {}
     for record in _text(out).split("\0"):
         if record:
@@ -219,12 +221,13 @@ def _preview(git: _Git, start: str, patch: str, patch_file: Path, shown: str) ->
         return start, [], None
     patches.write(patch_file, patch)
     index = {"GIT_INDEX_FILE": str(patch_file) + ".index"}
-    for step in (("read-tree", start), ("apply", "--cached", "--binary", str(patch_file))):
+    for step in (("read-tree", *end_of_options(), object_id(start, "tree")), ("apply", "--cached", "--binary", str(patch_file))):
         result = git.run(*step, env=index)
         if result.returncode != 0:
             return start, [], f"not applied: the patch does not apply cleanly to {shown}: {_text(result.stderr)}"
     tree = _text(git.run("write-tree", env=index).stdout)
-    raw = git.run("diff-tree", "-r", "--no-renames", "--raw", "-z", "--no-abbrev", start, tree)
+    raw = git.run("diff-tree", "-r", "--no-renames", "--raw", "-z", "--no-abbrev", *end_of_options(), start,
+                  object_id(tree, "tree"))
     fields = _text(raw.stdout).split("\0")
     changes = []
     for header, path in zip(fields[0::2], fields[1::2]):
@@ -232,7 +235,7 @@ def _preview(git: _Git, start: str, patch: str, patch_file: Path, shown: str) ->
         change = _Change(path, old_mode, new_mode, new_blob)
         changes.append(change)
         if new_mode == SYMLINK_MODE:
-            change.new_blob = _text(git.run("cat-file", "blob", new_blob).stdout)
+            change.new_blob = _text(git.run("cat-file", "blob", *end_of_options(), object_id(new_blob)).stdout)
     return tree, changes, None
 
 
@@ -251,7 +254,9 @@ class _Git:
 
     def base_tree(self, base: RepoSnapshot | None) -> str:
         if base is not None:
-            return base.tree if base.working_tree is not None else _text(self.run("rev-parse", f"{base.commit}^{{tree}}").stdout)
+            if base.working_tree is not None:
+                return base.tree
+            return _text(self.run("rev-parse", "--verify", *end_of_options("rev-parse"), f"{object_id(base.commit)}^{{tree}}").stdout)
         head = self.run("rev-parse", "--verify", "-q", "HEAD^{tree}")
         if head.returncode == 0:
             return _text(head.stdout)

@@ -14,7 +14,9 @@ never the container's files.
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import time
 from pathlib import Path
 
 from .engine import docker_client
@@ -26,9 +28,13 @@ MOUNTED_FILES = ("HostsPath", "HostnamePath", "ResolvConfPath")
 class HostView:
     """The container's processes (its cgroup's member list) and the engine's files it mounts."""
 
-    def __init__(self, procs_file: Path, mounted_files: list[str]):
+    def __init__(self, procs_file: Path, mounted_files: list[str], container_id: str = "",
+                 freezer: Path | None = None):
         self.procs_file = procs_file
         self.mounted_files = mounted_files
+        self.container_id = container_id
+        self.freezer = freezer  # v1's freezer.state or v2's cgroup.freeze; None: no freezing from here
+        self.init_pid = 0  # the container's init (docker-init), kept by kill_all
         self._tasks_fd: int | None = None
 
     @classmethod
@@ -44,7 +50,65 @@ class HostView:
             os.listdir(f"/proc/{pid}/fd")  # PermissionError without the right to read them
         except Exception:  # no such file or right, an odd answer, or the container is going away
             return None
-        return cls(procs_file, [info[key] for key in MOUNTED_FILES if info.get(key)])
+        view = cls(procs_file, [info[key] for key in MOUNTED_FILES if info.get(key)], info["Id"],
+                   _freezer_file(pid, info["Id"]))
+        view.init_pid = pid
+        return view
+
+    def freeze(self) -> bool:
+        """Freeze every process of the container (the cgroup freezer, microseconds; the engine's pause takes
+        tens of milliseconds): True once frozen, False where it cannot be (then nothing was changed)."""
+        if self.freezer is None:
+            return False
+        v1 = self.freezer.name == "freezer.state"
+        try:
+            self.freezer.write_text("FROZEN" if v1 else "1")
+            events = self.freezer if v1 else self.freezer.with_name("cgroup.events")
+            deadline = time.monotonic() + 0.5  # a task in uninterruptible sleep freezes when it leaves it
+            while time.monotonic() < deadline:
+                text = events.read_text()
+                if (text.strip() == "FROZEN") if v1 else ("frozen 1" in text):
+                    return True
+                time.sleep(0.001)
+            return True  # nearly all of it is: measure anyway, and thaw after
+        except OSError:
+            return False
+
+    def thaw(self) -> None:
+        if self.freezer is not None:
+            try:
+                self.freezer.write_text("THAWED" if self.freezer.name == "freezer.state" else "0")
+            except OSError:
+                pass
+
+    def kill_all(self) -> int:
+        """SIGKILL every process of the frozen container but its init and main process (the container lives
+        on; the shell is started again): frozen, none can exit and leave its pid to another. A pidfd names each
+        one, and the process is checked to be the container's before the signal. Returns how many."""
+        processes = {pid: _stat_fields(pid) for pid in _read_pids(self.procs_file)}
+        processes = {pid: fields for pid, fields in processes.items() if fields}
+        if self.init_pid not in processes:  # the container was started again since
+            try:
+                self.init_pid = int(docker_client().api.inspect_container(self.container_id)["State"]["Pid"])
+            except Exception:
+                return 0
+        children = [(int(fields[19]), pid) for pid, fields in processes.items() if int(fields[1]) == self.init_pid]
+        keep = {self.init_pid} | ({min(children)[1]} if children else set())  # main: init's first child
+        killed = 0
+        for pid in processes.keys() - keep:
+            try:
+                handle = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if self.container_id in Path(f"/proc/{pid}/cgroup").read_text():
+                    signal.pidfd_send_signal(handle, signal.SIGKILL)
+                    killed += 1
+            except OSError:
+                pass
+            finally:
+                os.close(handle)
+        return killed
 
     def tasks(self) -> int | None:
         """The cgroup's pids.current: its processes and their threads (what the pids limit counts), at least
@@ -114,6 +178,28 @@ def _procs_file(pid: int, container_id: str) -> Path | None:
             if candidate is not None and (candidate / "cgroup.procs").is_file():
                 return candidate / "cgroup.procs"
     return None
+
+
+def _freezer_file(pid: int, container_id: str) -> Path | None:
+    """v1's freezer.state of the container's freezer cgroup, or v2's cgroup.freeze; None without either."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if container_id not in path:
+            continue
+        for candidate in ((Path("/sys/fs/cgroup/freezer") / path.lstrip("/") / "freezer.state")
+                          if "freezer" in controllers.split(",") else None,
+                          (Path("/sys/fs/cgroup") / path.lstrip("/") / "cgroup.freeze") if controllers == "" else None):
+            if candidate is not None and candidate.is_file():
+                return candidate
+    return None
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command's name: state, ppid, ... ([19] the start time); [] when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
 
 
 def _read_pids(procs_file: Path) -> list[int]:

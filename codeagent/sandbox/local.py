@@ -98,7 +98,7 @@ class LocalSandbox:
         self.workdir = str(self.root / "repo")
         self._closed = False
         try:
-            _run_checked(["git", "clone", "--quiet", "--shared", str(workspace_template(snapshot)), self.workdir])
+            _run_checked(["git", "clone", "--quiet", "--shared", "--", str(workspace_template(snapshot)), self.workdir])
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise

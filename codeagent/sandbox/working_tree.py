@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..git_args import GitArgumentError, end_of_options, object_id, revision
 from .errors import WorkspaceError
 
 UNTRACKED_FILE_MAX = 50 * 2**20
@@ -96,7 +97,7 @@ def snapshot_working_tree(top: Path, git_dir: Path | None, store: Path,
                 # clean" files by it (stat times compared in whole seconds: a same-size edit looked unchanged)
                 shutil.copy2(index, env["GIT_INDEX_FILE"])
             elif base:
-                _out(git + ["read-tree", base], env)
+                _out(git + ["read-tree", *end_of_options(), object_id(base, "base")], env)
         else:
             (store / "info").mkdir(exist_ok=True)
             (store / "info" / "exclude").write_text("\n".join(debris) + "\n")  # build debris, as in a sandbox
@@ -122,8 +123,9 @@ def snapshot_working_tree(top: Path, git_dir: Path | None, store: Path,
     commit_env = {"GIT_AUTHOR_NAME": "codeagent", "GIT_AUTHOR_EMAIL": "codeagent@localhost",
                   "GIT_COMMITTER_NAME": "codeagent", "GIT_COMMITTER_EMAIL": "codeagent@localhost",
                   "GIT_AUTHOR_DATE": FIXED_DATE, "GIT_COMMITTER_DATE": FIXED_DATE}
-    parent = ["-p", base] if base else []
-    commit = _out(store_git + ["commit-tree", tree, *parent, "-m", f"{SUBJECT}: {top}"], commit_env).strip()
+    parent = ["-p", object_id(base, "base")] if base else []
+    commit = _out(store_git + ["commit-tree", *parent, "-m", f"{SUBJECT}: {top}", *end_of_options(),
+                               object_id(tree, "tree")], commit_env).strip()
     return store, describe(store, commit, skipped)
 
 
@@ -135,15 +137,20 @@ def _borrows(store: Path) -> bool:
 def describe(store: Path, commit: str, skipped: tuple[str, ...] = ()) -> WorkingTree:
     """A working-tree commit of the store, read back (its base and the files that differ from it)."""
     store_git = ["git", "--git-dir", str(store)]
-    fields = _out(store_git + ["log", "-1", "--format=%T %P", commit]).split()
+    fields = _out(store_git + ["log", "-1", "--format=%T %P", *end_of_options(), object_id(commit, "commit")]).split()
     tree, base = fields[0], (fields[1] if len(fields) > 1 else None)
     against = base or _out(store_git + ["hash-object", "-t", "tree", "/dev/null"]).strip()
-    names = _out(store_git + ["diff-tree", "-r", "-z", "--no-renames", "--name-only", against, commit]).split("\0")
+    names = _out(store_git + ["diff-tree", "-r", "-z", "--no-renames", "--name-only", *end_of_options(),
+                              object_id(against), commit]).split("\0")
     return WorkingTree(commit, tree, base, tuple(name for name in names if name), skipped, in_git=_borrows(store))
 
 
 def is_working_tree_commit(store: Path, commit: str) -> bool:
-    proc = subprocess.run(["git", "--git-dir", str(store), "log", "-1", "--format=%s", commit],
+    try:
+        revision(commit, "commit")
+    except GitArgumentError:
+        return False
+    proc = subprocess.run(["git", "--git-dir", str(store), "log", "-1", "--format=%s", *end_of_options(), commit],
                           capture_output=True, text=True)
     return proc.returncode == 0 and proc.stdout.startswith(SUBJECT + ":")
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..git_args import GitArgumentError, end_of_options, object_id, revision
 from . import tree_cache
 from .errors import CloneFailed, WorkspaceError
 from .working_tree import (
@@ -83,7 +84,8 @@ class RepoSnapshot:
         try:
             with open(destination, "wb") as out:
                 proc = subprocess.run(
-                    ["git", "--git-dir", str(self.git_dir), "archive", "--format=tar", *prefix_option, self.commit],
+                    ["git", "--git-dir", str(self.git_dir), "archive", "--format=tar", *prefix_option,
+                     *end_of_options(), object_id(self.commit, "commit")],
                     stdout=out, stderr=subprocess.PIPE,
                 )
         except OSError as exc:
@@ -102,6 +104,11 @@ def snapshot(source: str | os.PathLike, commit: str | None = None, *, working_tr
     edits and untracked files that are not ignored), and a folder outside git as its files; the
     commit such a snapshot made resolves again later (a resumed session finds the same base)."""
     source = str(source)
+    if commit:
+        try:
+            revision(commit, "commit")
+        except GitArgumentError as exc:
+            raise WorkspaceError(f"{exc}: give the commit's sha (or a branch or tag name)") from None
     if URL_PATTERN.match(source):
         git_dir = _mirror_url(source, commit)
     else:
@@ -113,14 +120,14 @@ def snapshot(source: str | os.PathLike, commit: str | None = None, *, working_tr
         if commit is not None and (git_dir is None or not _has_commit(git_dir, commit)):
             store = working_tree_store(top or location)
             if store is not None and is_working_tree_commit(store, commit):
-                full = _git(store, "rev-parse", "--verify", f"{commit}^{{commit}}").strip()
+                full = _git(store, "rev-parse", "--verify", *end_of_options("rev-parse"), f"{commit}^{{commit}}").strip()
                 taken = describe(store, full)
                 return RepoSnapshot(git_dir=store, commit=full, tree=taken.tree, source=source, working_tree=taken)
         if git_dir is None:
             raise WorkspaceError(f"{source} is not a git repository (run `git init` there and commit, "
                                  "or point --repo at a checkout)")
     full = _resolve_commit(git_dir, commit or "HEAD", source)
-    tree = _git(git_dir, "rev-parse", f"{full}^{{tree}}").strip()
+    tree = _git(git_dir, "rev-parse", "--verify", *end_of_options("rev-parse"), f"{object_id(full, 'commit')}^{{tree}}").strip()
     return RepoSnapshot(git_dir=git_dir, commit=full, tree=tree, source=source)
 
 
@@ -167,7 +174,7 @@ def _mirror_url(url: str, commit: str | None) -> Path:
     if not mirror.exists():
         mirror.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=mirror.parent) as tmp:
-            proc = subprocess.run(["git", "clone", "--quiet", "--mirror", url, f"{tmp}/m.git"],
+            proc = subprocess.run(["git", "clone", "--quiet", "--mirror", "--", url, f"{tmp}/m.git"],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise CloneFailed(f"could not clone {url}: {proc.stderr.strip()[-500:]}")
@@ -178,13 +185,13 @@ def _mirror_url(url: str, commit: str | None) -> Path:
 
 
 def _has_commit(git_dir: Path, commit: str) -> bool:
-    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
+    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", *end_of_options(), f"{commit}^{{commit}}"],
                           capture_output=True).returncode == 0
 
 
 def _resolve_commit(git_dir: Path, commit: str, source: str) -> str:
     proc = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet",
-                           f"{commit}^{{commit}}"], capture_output=True, text=True)
+                           *end_of_options("rev-parse"), f"{commit}^{{commit}}"], capture_output=True, text=True)
     if proc.returncode != 0:
         if commit == "HEAD":
             raise WorkspaceError(f"{source} has no commits yet: commit something first")
@@ -250,8 +257,11 @@ def _file_or_folder(member: tarfile.TarInfo) -> bool:
 
 def git_reader(git_dir: str | os.PathLike, commit: str) -> Callable[[str], bytes | None]:
     """read(path) from a git object store at `commit` (no tree extracted); None when absent."""
+    object_id(commit, "commit")
+
     def read(path: str) -> bytes | None:
-        proc = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], capture_output=True)
+        proc = subprocess.run(["git", "--git-dir", str(git_dir), "show", *end_of_options(), f"{commit}:{path}"],
+                              capture_output=True)
         return proc.stdout if proc.returncode == 0 else None
 
     return read

@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..git_args import end_of_options, object_id
 from ..task import Task
 from .normalize import is_test_file
 from .scratch import touched_files
@@ -52,9 +53,10 @@ def discover_test_files(git_dir: str | Path, commit: str, modules: Sequence[str]
     after it (test_<module>.py, best under the module's own package; then test_<module>*.py there);
     only when there is none, the smallest test files that import it by its dotted name (a catch-all
     file importing everything is slow and says little). At most `limit` in all, round-robin."""
-    listing = _git(git_dir, "ls-tree", "-r", "-l", commit)
+    object_id(commit, "commit")  # and so never an option, also to `git grep` (which takes no --end-of-options)
+    listing = _git(git_dir, "ls-tree", "-r", "-l", "-z", *end_of_options(), commit)
     sizes: dict[str, int] = {}
-    for line in listing.splitlines():
+    for line in listing.split("\0"):
         meta, _, path = line.partition("\t")
         name = path.rsplit("/", 1)[-1]
         if path.endswith(".py") and name.startswith("test") and is_test_file(path):
@@ -84,11 +86,11 @@ def discover_test_files(git_dir: str | Path, commit: str, modules: Sequence[str]
         if len(dotted_parts) < 2:
             continue
         dotted, parent, leaf = ".".join(dotted_parts), ".".join(dotted_parts[:-1]), dotted_parts[-1]
-        grep = subprocess.run(["git", "--git-dir", str(git_dir), "grep", "-l", "-E",
+        grep = subprocess.run(["git", "--git-dir", str(git_dir), "grep", "-l", "-z", "-E",
                                "-e", rf"import {re.escape(dotted)}\b", "-e", rf"from {re.escape(dotted)} import",
                                "-e", rf"from {re.escape(parent)} import .*\b{re.escape(leaf)}\b",
-                               commit, "--", *_test_globs()], capture_output=True, text=True)
-        importing = {line.split(":", 1)[1] if ":" in line else line for line in grep.stdout.splitlines()}
+                               commit, "--", *_test_globs()], capture_output=True, text=True, errors="surrogateescape")
+        importing = {name.split(":", 1)[1] if ":" in name else name for name in grep.stdout.split("\0") if name}
         per_module.append(sorted((path for path in importing if path in sizes), key=lambda p: (sizes[p], p)))
     chosen: list[str] = []
     for depth in range(max((len(files) for files in per_module), default=0)):
@@ -116,7 +118,8 @@ def choose_test_files(task: Task, patches: Sequence[str] = ()) -> tuple[list[str
 
 
 def _git(git_dir: str | Path, *args: str) -> str:
-    proc = subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True, text=True)
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True, text=True,
+                          errors="surrogateescape")
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.strip()}")
     return proc.stdout

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from ..git_args import end_of_options, object_id
+
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
 
@@ -48,11 +50,11 @@ def detect(names: list[str], read: Callable[[str], bytes | str | None]) -> tuple
 def detect_in_git(git_dir: str, commit: str) -> tuple[str, str] | None:
     from ..patches.base import git_reader
 
-    proc = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", commit],
-                          capture_output=True, text=True)
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-z", "--name-only", *end_of_options(),
+                           object_id(commit, "commit")], capture_output=True, text=True, errors="surrogateescape")
     if proc.returncode != 0:
         return None
-    return detect(proc.stdout.splitlines(), git_reader(git_dir, commit))
+    return detect([name for name in proc.stdout.split("\0") if name], git_reader(git_dir, commit))
 
 
 def run_report(sandbox: Sandbox, command: str, timeout: float) -> str:

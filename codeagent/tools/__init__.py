@@ -14,6 +14,7 @@ over a ToolContext (the sandbox, the settings, the issue, per-run state).
     web_fetch.py       the host fetches a page from an allow-listed host (opt-in)
     mcp.py             MCP servers' tools beside the built-in ones
     read_only_commands.py shell_words.py   which shell commands plan mode runs: reading ones, word by word
+    option_words.py    a command's options read as its own parser reads them, against tools/read_only/
     text.py            text helpers shared by tools and prompt rendering
 """
 

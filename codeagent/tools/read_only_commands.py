@@ -1,42 +1,32 @@
-"""Which shell commands plan mode runs: reading ones only, checked word by word.
+"""Which shell commands plan mode runs, and the approval modes run without asking: reading ones only.
 
-A line is split into its simple commands by the parser the "always allow" rules use
-(shell_words.py), so `ls; rm x` is two commands and both must pass, and a line the parser cannot
-see through (redirection to a file, substitution, a subshell, a background job) is refused. Each
-command's program must be on the allow-list below, and the options with which a reading program
-writes or runs another program (`find -delete`, `find -exec`, `sed -i`, `sort -o`, `rg --pre`,
-`git diff --output`...) are refused. A `$` the shell would expand is refused too: its value is not
-in the words. Anything in doubt is refused with a reason for the model.
+A line is split into its simple commands by the parser the "always allow" rules use (shell_words.py), so
+`ls; rm x` is two commands and both must pass, and a line the parser cannot see through (redirection to a file,
+substitution, a subshell, a background job) is refused. A `$` the shell would expand is refused too: its value
+is not in the words. Each command's program must be on the list in tools/read_only/programs.yaml, and a
+program with options that write a file or run another program (`sort -o`, `rg --pre`, `git grep -O`,
+`find -exec`...) runs only with the options listed there, spelt in full, read the way the program's own
+parser reads them (option_words.py): an abbreviation (`sort --outp=F`), a cluster (`sort -ro F`), an
+`--opt=value` or a glob that may expand to an option (`sort *` beside a file named `-oF`) cannot slip one
+through. Anything in doubt is refused with a reason for the model.
 """
 
 from __future__ import annotations
 
 import re
 
-from .shell_words import ASSIGNMENT, simple_commands, unquoted_dollar
+from .option_words import OptionTable, may_become_option, option_refusal, tables
+from .shell_words import ASSIGNMENT, expands, mark_expansions, simple_commands, unmarked, unquoted_dollar
 
-PROGRAMS = {"ls", "cat", "head", "tail", "wc", "find", "grep", "egrep", "fgrep", "rg", "git", "pwd", "echo", "cd",
-            "file", "stat", "du", "sort", "uniq", "cut", "nl", "diff", "cmp", "basename", "dirname", "realpath",
-            "readlink", "which", "sed", "tree", "true"}
-GIT_SUBCOMMANDS = {"log", "diff", "status", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse",
-                   "describe", "shortlog", "cat-file"}
-# Options with which an otherwise reading program writes a file or runs a program.
-FORBIDDEN = {
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
-    "rg": ("--pre",),
-    "git": ("--output", "--ext-diff", "-O", "--open-files-in-pager", "--textconv"),
-    "sort": ("-o", "--output", "--compress-program"),
-    "tree": ("-o",),
-    "file": ("-C", "--compile"),  # writes a compiled magic file
-}
 SED_PRINT = re.compile(r"^(\d+|\$)?(,(\d+|\$))?p$")  # `sed -n 10,20p FILE`: the only sed plan mode runs
+FIND_EXPRESSION_START = ("-", "(", ")", "!", ",")
 
 
 def refusal(command: str) -> str | None:
-    """Why plan mode does not run this shell command line, or None when every part of it only reads."""
+    """Why this shell command line does not run without asking, or None when every part of it only reads."""
     if unquoted_dollar(command):
         return "`$` (a variable or substitution) is not expanded in plan mode: write the value itself."
-    segments = simple_commands(command)
+    segments = simple_commands(mark_expansions(command))
     if segments is None:
         return ("only plain read-only commands run in plan mode, joined with `|`, `&&`, `||` or `;`: no redirection "
                 "to a file (`>`), no `<`, no `$(...)` or backticks, no subshell, no background job.")
@@ -47,43 +37,84 @@ def refusal(command: str) -> str | None:
     return None
 
 
+def is_read_only_command(command: str) -> bool:
+    """True when every part of the line only reads (no refusal): the TUI runs it without asking."""
+    return refusal(command) is None
+
+
+def programs() -> set[str]:
+    known = tables()
+    return {*known.any_options, *known.programs, "find", "git", "sed"}
+
+
 def _refusal(words: list[str]) -> str | None:
-    program = words[0]
+    program = unmarked(words[0])
     if ASSIGNMENT.match(program):
         return f"`{program}`: setting variables is not allowed in plan mode."
-    if program not in PROGRAMS:
-        allowed = ", ".join(sorted(PROGRAMS - {"true"}))
+    known = tables()
+    if expands(words[0]) or program not in programs():
+        allowed = ", ".join(sorted(programs() - {"true"}))
         return f"`{program}` is not a read-only command plan mode runs (it runs: {allowed}; git {_git_list()})."
     arguments = words[1:]
+    if program in known.any_options:
+        return None
     if program == "git":
-        if not arguments or arguments[0] not in GIT_SUBCOMMANDS:
+        subcommand = unmarked(arguments[0]) if arguments else ""
+        if not arguments or expands(arguments[0]) or subcommand not in known.git:
             return f"plan mode runs only these git commands: git {_git_list()} (no options before the command)."
-    for argument in arguments:
-        for option in FORBIDDEN.get(program, ()):
-            if argument == option or argument.startswith(option + "=") or (
-                    len(option) == 2 and argument.startswith(option)):  # `-ofile`, `-Ocmd`
-                return f"`{program} {option}` writes a file or runs a program: not in plan mode."
-    if program == "sort" and any(re.match(r"^-[^-]*o", argument) for argument in arguments):
-        return "`sort -o` writes a file: not in plan mode."
+        return option_refusal(f"git {subcommand}", known.git[subcommand], arguments[1:], ("--", "--end-of-options"))
     if program == "sed":
         return _sed_refusal(arguments)
-    if program == "uniq" and len([a for a in arguments if not a.startswith("-")]) > 1:
-        return "`uniq IN OUT` writes OUT: give uniq one input at most in plan mode."
-    return None
+    if program == "find":
+        return _find_refusal(arguments)
+    return option_refusal(program, known.programs[program], arguments)
 
 
 def _sed_refusal(arguments: list[str]) -> str | None:
-    if "-n" in arguments:
-        rest = [argument for argument in arguments if argument != "-n"]
-        if rest and SED_PRINT.match(rest[0]) and not any(argument.startswith("-") for argument in rest[1:]):
+    texts = [unmarked(argument) for argument in arguments]
+    if "-n" in texts:
+        rest = [argument for argument, text in zip(arguments, texts) if text != "-n"]
+        if rest and SED_PRINT.match(unmarked(rest[0])) and not expands(rest[0]) and option_refusal("sed", OptionTable(), rest[1:]) is None:
             return None
     return "plan mode runs sed only as `sed -n 'FIRST,LASTp' FILE` (`sed -i` edits files); or view the file."
 
 
+def _find_refusal(arguments: list[str]) -> str | None:
+    """find's grammar: leading options, starting points, then an expression of listed primaries."""
+    grammar = tables().find
+    index = 0
+    while index < len(arguments):
+        text = unmarked(arguments[index])
+        if text in grammar["leading_flags"] or text[:2] in grammar["leading_optional"]:
+            index += 1
+        elif text in grammar["leading_values"]:
+            index += 2
+        else:
+            break
+    while index < len(arguments) and not unmarked(arguments[index]).startswith(FIND_EXPRESSION_START):
+        if may_become_option(arguments[index]):
+            return _find_glob(unmarked(arguments[index]))
+        index += 1
+    while index < len(arguments):
+        word, text = arguments[index], unmarked(arguments[index])
+        if expands(word):
+            return _find_glob(text)
+        if text in grammar["primary_values"]:
+            if index + 1 < len(arguments) and expands(arguments[index + 1]):
+                return _find_glob(unmarked(arguments[index + 1]))
+            index += 2
+        elif text in grammar["primaries"]:
+            index += 1
+        else:
+            return (f"`find {text}` is not a primary plan mode runs find with (`-exec`, `-delete`, `-fprint`... "
+                    "write a file or run a program; the reading ones are: "
+                    f"{' '.join(sorted(grammar['primaries'] | grammar['primary_values']))}).")
+    return None
+
+
+def _find_glob(text: str) -> str:
+    return f"`find ... {text}`: quote the pattern (`'{text}'`): the shell would expand it before find reads it."
+
+
 def _git_list() -> str:
-    return "/".join(sorted(GIT_SUBCOMMANDS))
-
-
-def is_read_only_command(command: str) -> bool:
-    """True when every part of the line only reads (no refusal): the TUI runs it without asking."""
-    return refusal(command) is None
+    return "/".join(sorted(tables().git))

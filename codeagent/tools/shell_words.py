@@ -101,3 +101,40 @@ def unquoted_dollar(command: str) -> bool:
 
 _EXPANDS = re.compile(r"[A-Za-z0-9_{(@*#?$!-]")  # what follows a `$` the shell expands (`x$` is a plain `$`)
 _QUOTINGS = re.compile(r"['\"]")  # `$'...'` and `$"..."` outside quotes: quotings whose words shlex gets wrong
+
+
+# Unquoted characters with which bash makes other words of a word (globs, brace expansion), marked so that a
+# reader of the words knows which of their characters the shell will expand.
+EXPANDING = {"*": "\ue000", "?": "\ue001", "[": "\ue002", "{": "\ue003", "}": "\ue004", ",": "\ue005"}
+_UNMARK = str.maketrans({mark: char for char, mark in EXPANDING.items()})
+_BRACES = re.compile("\ue003[^\ue004]*(\ue005|\\.\\.)[^\ue004]*\ue004")
+
+
+def mark_expansions(command: str) -> str:
+    """The line with each unquoted glob or brace character replaced by its mark (EXPANDING)."""
+    marked = []
+    quote = ""
+    escaped = False
+    for char in command:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in EXPANDING:
+            char = EXPANDING[char]
+        marked.append(char)
+    return "".join(marked)
+
+
+def unmarked(word: str) -> str:
+    """A word of a marked line as the shell's words show it before expansion."""
+    return word.translate(_UNMARK)
+
+
+def expands(word: str) -> bool:
+    """True when bash may make this word of a marked line into other words: a glob, or a brace expansion."""
+    return any(mark in word for mark in "\ue000\ue001\ue002") or bool(_BRACES.search(word))

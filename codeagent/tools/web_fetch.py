@@ -1,9 +1,11 @@
 """web_fetch: the host fetches a web page for the model, only from hosts on the user's allow-list.
 
 Opt-in (`web_fetch.allow` in the user's config; never a repository's). http(s) only, no credentials,
-no proxy, every redirect hop checked against the allow-list, the body capped at max_bytes and the
-whole fetch at `timeout` seconds. Each host is resolved once and connected to at the address that
-was checked: an address that is not public (loopback, private, link-local...) is reached only when
+no proxy, every redirect hop checked against the allow-list (host and port: a bare entry admits the
+scheme's default port only, `host:8080` that port, `host:*` any), the body capped at max_bytes and the
+whole fetch at `timeout` seconds: a deadline for connect, TLS, headers and body together, which a
+server sending a byte at a time cannot stretch (a watchdog shuts the socket down when it passes).
+Each host is resolved once and connected to at the address that was checked: an address that is not public (loopback, private, link-local...) is reached only when
 the allow-list names that address itself, so a listed name that resolves (or rebinds) to 127.0.0.1
 does not reach local services. HTML becomes plain text (scripts and styles dropped); what comes back
 is wrapped as untrusted web content, never instructions.
@@ -15,6 +17,7 @@ import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
 from html.parser import HTMLParser
@@ -57,16 +60,34 @@ def fetch(url: str, allow: list[str], max_bytes: int, seconds: float, resolve=so
     raise ToolError(f"Too many redirects (more than {MAX_REDIRECTS}); the last one went to {url}.")
 
 
-def allowed_host(host: str, allow: list[str]) -> bool:
+def allowed_host(host: str, allow: list[str], port: int | None = None, default_port: int = 80) -> bool:
+    """True when an entry of the allow-list names this host and admits this port (None: the default one)."""
     host = _normal(host)
+    port = default_port if port is None else port
     literal = _is_address(host)  # an IP address matches only itself, never a "*." entry
     for entry in allow:
-        entry = _normal(entry)
-        if not literal and entry.startswith("*.") and host.endswith(entry[1:]) and len(host) > len(entry) - 1:
+        name, entry_port = allow_entry(entry)
+        if entry_port != "*" and int(entry_port or default_port) != port:
+            continue
+        if not literal and name.startswith("*.") and host.endswith(name[1:]) and len(host) > len(name) - 1:
             return True
-        if host == entry:
+        if host == name:
             return True
     return False
+
+
+def allow_entry(entry: str) -> tuple[str, str]:
+    """An allow-list entry as (host, port): port "" for the scheme's default port only, "*" for any, or digits.
+    `example.org`, `example.org:8080`, `*.example.org:*`, `127.0.0.1:8000`, `[::1]:8000`, `::1`."""
+    entry = entry.strip()
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else rest
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    else:
+        host, port = entry, ""
+    return _normal(host), port.strip()
 
 
 def _is_address(host: str) -> bool:
@@ -88,21 +109,29 @@ def _checked_url(url: str, allow: list[str]) -> urllib.parse.SplitResult:
     if parts.username is not None or parts.password is not None:
         raise ToolError("Refused: a URL with credentials (user:password@) is never fetched.")
     try:
-        host, _ = parts.hostname, parts.port
+        host, port = parts.hostname, parts.port
     except ValueError as exc:
         raise ToolError(f"Refused: {url!r} is not a valid URL ({exc}).") from None
     if not host:
         raise ToolError(f"Refused: {url!r} names no host.")
-    if not allowed_host(host, allow):
+    default = _default_port(parts.scheme)
+    if not allowed_host(host, allow, port, default):
+        if allowed_host(host, [f"{allow_entry(entry)[0]}:*" for entry in allow], port, default):
+            raise ToolError(f"Refused: port {port} of {host} is not on the web_fetch allow-list ({', '.join(allow)}); "
+                            f"a bare host admits its default port ({default}) only, `{host}:{port}` admits this one.")
         raise ToolError(f"Refused: {host} is not on the web_fetch allow-list ({', '.join(allow)}).")
     return parts
 
 
+def _default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
 def _checked_address(parts: urllib.parse.SplitResult, allow: list[str], resolve) -> str:
     """The one address to connect to: every address the host resolves to must be public, or named
-    itself on the allow-list."""
+    itself on the allow-list with the port."""
     host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = parts.port or _default_port(parts.scheme)
     try:
         found = resolve(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
@@ -110,44 +139,86 @@ def _checked_address(parts: urllib.parse.SplitResult, allow: list[str], resolve)
     addresses = list(dict.fromkeys(info[4][0] for info in found))
     if not addresses:
         raise ToolError(f"Could not resolve {host}.")
-    named = {_normal(entry) for entry in allow}
     for address in addresses:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
         if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
             ip = ip.ipv4_mapped
-        if not ip.is_global and str(ip) not in named:
+        if not ip.is_global and not allowed_host(str(ip), allow, parts.port, _default_port(parts.scheme)):
             raise ToolError(f"Refused: {host} resolves to {ip}, a loopback, private or reserved address; "
-                            "only an allow-list entry naming that address itself reaches it.")
+                            "only an allow-list entry naming that address itself (and this port) reaches it.")
     return addresses[0]
+
+
+class _Deadline:
+    """Shuts the fetch's sockets down when the deadline passes. A socket timeout bounds each wait for data,
+    not the whole: a server that sends a byte a second would hold a fetch as long as it likes."""
+
+    def __init__(self, deadline: float):
+        self.passed = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._pass)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            passed = self.passed
+        if passed:
+            _shut(sock)
+
+    def _pass(self) -> None:
+        with self._lock:
+            self.passed = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:  # the plain socket's shutdown, also for TLS: it wakes a recv blocked in another thread
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 class _Pinned(http.client.HTTPConnection):
     """Connects to the checked address, whatever the host name resolves to now."""
 
-    def __init__(self, host: str, port: int | None, address: str, timeout: float):
+    def __init__(self, host: str, port: int | None, address: str, timeout: float, deadline: _Deadline):
         super().__init__(host, port, timeout=timeout)
-        self.address = address
+        self.address, self.deadline = address, deadline
 
     def connect(self) -> None:
         self.sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.deadline.watch(self.sock)
 
 
 class _PinnedTLS(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int | None, address: str, timeout: float):
+    def __init__(self, host: str, port: int | None, address: str, timeout: float, deadline: _Deadline):
         super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
-        self.address = address
+        self.address, self.deadline = address, deadline
 
     def connect(self) -> None:
         sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        tls = self._context.wrap_socket(sock, server_hostname=self.host,  # type: ignore[attr-defined]
+                                        do_handshake_on_connect=False)
+        self.deadline.watch(tls)  # before the handshake, which a slow server could stretch too
+        tls.do_handshake()
+        self.sock = tls
 
 
 def _get(parts: urllib.parse.SplitResult, address: str, max_bytes: int, deadline: float):
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError
+    watchdog = _Deadline(deadline)
     kind = _PinnedTLS if parts.scheme == "https" else _Pinned
-    connection = kind(parts.hostname or "", parts.port, address, timeout=left)
+    connection = kind(parts.hostname or "", parts.port, address, timeout=left, deadline=watchdog)
     try:
         path = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
         connection.request("GET", path, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity",
@@ -164,10 +235,17 @@ def _get(parts: urllib.parse.SplitResult, address: str, max_bytes: int, deadline
             if not chunk:
                 break
             body += chunk
+        if watchdog.passed:  # the body may look complete: the watchdog ended it
+            raise TimeoutError
         cut = len(body) > max_bytes
         headers = {key.lower(): value for key, value in response.getheaders()}
         return response.status, headers, bytes(body[:max_bytes]), cut
+    except (OSError, http.client.HTTPException):
+        if watchdog.passed:
+            raise TimeoutError from None
+        raise
     finally:
+        watchdog.cancel()
         connection.close()
 
 

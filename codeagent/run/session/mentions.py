@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...git_args import end_of_options, object_id
+
 MENTION = re.compile(r"(?:^|(?<=\s))@(\S+)")
 FILE_CHARS = 20_000  # of one file
 TOTAL_CHARS = 60_000  # of all the files of one message
@@ -37,7 +39,7 @@ class RepoFiles:
 
     @classmethod
     def load(cls, git_dir: str | Path, commit: str, working_tree: bool = False) -> RepoFiles:
-        out = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", commit)
+        out = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", *end_of_options(), object_id(commit, "commit"))
         files = cls(Path(git_dir), commit, working_tree=working_tree)
         for record in out.split(b"\0"):
             if not record:
@@ -81,13 +83,13 @@ class RepoFiles:
                 raise MentionRefused(f"@{path}: a submodule, not a file")
             if entry.mode != _LINK:
                 break
-            target = _git(self.git_dir, "cat-file", "blob", entry.sha).decode("utf-8", "replace")
+            target = _git(self.git_dir, "cat-file", "blob", *end_of_options(), object_id(entry.sha)).decode("utf-8", "replace")
             resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
             if target.startswith("/") or resolved == ".." or resolved.startswith("../") or path in seen:
                 raise MentionRefused(f"@{path}: refused: a symlink that leaves the repository (to {target[:80]})")
             seen.add(path)
             path = resolved
-        data = _git(self.git_dir, "cat-file", "blob", entry.sha)
+        data = _git(self.git_dir, "cat-file", "blob", *end_of_options(), object_id(entry.sha))
         if b"\0" in data[:8192]:
             raise MentionRefused(f"@{path}: a binary file; only text files can be put in a message")
         return data.decode("utf-8", "replace")
