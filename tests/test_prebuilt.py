@@ -294,3 +294,18 @@ def test_grpo_rollouts_prepare_prebuilt_tasks_through_the_mirror(pushed):
     (task,) = rollouts.tasks.values()
     assert task.extra["images"]["registry"] == pushed["registry"]
     rollouts._prepare_environments([task])  # pulls and prepares; no spec of codeagent's is needed
+
+
+def test_a_fake_fix_is_judged_in_a_prebuilt_image_too(pushed):
+    """Issue 34: a prebuilt image's own rule (SWE-smith's verbose lines here) was taken as it came; the judge
+    now watches those runs as it does every other. A patch that rewrites pytest's reports at import and
+    keeps the bug is unresolved with tamper evidence (it resolved on 0972c8d)."""
+    from tests.support.calc import REWRITES_REPORTS
+
+    (task_id,) = [json.loads(line)["instance_id"] for line in pushed["smith"].read_text().splitlines()]
+    predictions = pushed["root"] / "fake-fix.jsonl"
+    predictions.write_text(json.dumps({"instance_id": task_id, "model_name_or_path": "attack",
+                                       "model_patch": REWRITES_REPORTS}) + "\n")
+    proc, reports = _grade(pushed, "smith", "--predictions", str(predictions), name="smith-fake")
+    (report,) = reports.values()
+    assert report["outcome"] == "unresolved" and report["tamper_evidence"], (report.get("reason"), proc.stderr[-2000:])

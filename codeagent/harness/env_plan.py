@@ -23,6 +23,7 @@ from ..task import Task
 from .directives import patched_files
 from .grading import GradeReport, Outcome, not_run
 from .integrity import report_fields
+from .judge import verdict as judged
 from .task_env import Applied, TaskEnvironment, TestRun, report_dict
 
 Verdict = Callable[[TaskEnvironment, TestRun, "TestPlan"], GradeReport]
@@ -110,7 +111,11 @@ def run_plan(env: TaskEnvironment, patch: str, plan: TestPlan, laps: Laps | None
     laps.lap("test_patch")
     run = env.run_tests(plan.command, plan.timeout, plan.log_parser, [*relied_on, *plan.reset])
     laps.lap("tests")
-    verdict = plan.verdict(env, run, plan) if plan.verdict else env.grade(run, plan.log_parser, f2p, p2p)
+    if plan.verdict is not None:  # a prebuilt image's own rule (R2E-Gym, SWE-smith), judged as any run is
+        verdict = plan.verdict(env, run, plan)
+        verdict = judged(verdict, run.judge, run.log, [*verdict.fail_to_pass, *verdict.pass_to_pass])
+    else:
+        verdict = env.grade(run, plan.log_parser, f2p, p2p)
     network = None
     if plan.network:
         from .offline import network_failures

@@ -62,7 +62,7 @@ EXIT_CODE_MARKER = ">>>>> Test Exit Code"
 MISSING = "MISSING"  # the status of a listed test the log does not mention
 _PYTEST_ABORTS = frozenset({2, 3, 4})
 # Exit codes by which a test runner says it did not run the tests (per log parser).
-PYTEST_PARSERS = frozenset({"pytest", "pytest_options", "pytest_v2", "matplotlib", "seaborn"})
+PYTEST_PARSERS = frozenset({"pytest", "pytest_options", "pytest_v2", "matplotlib", "seaborn", "swe-smith", "r2e"})
 ABORT_EXIT_CODES: dict[str, frozenset[int]] = {name: _PYTEST_ABORTS for name in PYTEST_PARSERS}
 
 

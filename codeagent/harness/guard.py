@@ -167,7 +167,8 @@ def evidence(records: dict[str, Any], log_parser: str, log: str, listed: list[st
     statuses = parse_log(log_parser, log)
     seen: dict[str, list[dict[str, Any]]] = {}  # several node ids may read as one (a parameter cut at a space)
     for test_id, phases in records.get("tests", {}).items():
-        for key in parse_log(log_parser, f"PASSED {test_id}"):  # spelled as the parser spells the log's ids
+        # spelled as the parser spells the log's ids (`-rA` summaries, or `--verbose` lines: SWE-smith's)
+        for key in parse_log(log_parser, f"PASSED {test_id}") or parse_log(log_parser, f"{test_id} PASSED"):
             seen.setdefault(key, []).append(phases)
     for test in dict.fromkeys(listed):
         if "::" not in test:

@@ -70,6 +70,7 @@ from . import (
     log_parsers_rust,
 )
 from .log_parsers_base import clean as _clean
+from .log_parsers_base import clean_lines
 
 
 class TestStatus(str, Enum):
@@ -299,6 +300,30 @@ def _parse_sympy(log: str, record: _Results) -> None:
             record(test, "ERROR")
 
 
+_VERBOSE = re.compile(r"^(\S+)\s+(PASSED|FAILED|SKIPPED|ERROR|XFAIL)\b")
+
+
+def _parse_swe_smith(log: str, record: _Results) -> None:
+    """`pytest --verbose` lines (`<node id> PASSED [ 50%]`), as SWE-smith's Python profiles read them
+    (SWE-bench's pytest parser takes only failures from such lines: it reads passes from `-rA`)."""
+    for line in clean_lines(log):
+        match = _VERBOSE.match(line)
+        if match:
+            record(match.group(1), match.group(2))
+
+
+def _parse_r2e(log: str, record: _Results) -> None:
+    """pytest's short test summary, keyed as R2E-Gym keys it: the id without its file, its parts
+    joined by '.', cut at ' - '."""
+    if "short test summary info" not in log:
+        return
+    for line in clean_lines(log.split("short test summary info", 1)[1]):
+        for status in ("PASSED", "FAILED", "ERROR"):
+            if status in line:
+                record(".".join(line.split("::")[1:]).split(" - ")[0].strip(), status)
+                break
+
+
 # -------------------------------------------------------------------------------------- registry
 
 PARSERS: dict[str, Parser] = {
@@ -309,6 +334,8 @@ PARSERS: dict[str, Parser] = {
     "seaborn": _pytest_family(seaborn=True),
     "django": _parse_django,
     "sympy": _parse_sympy,
+    "swe-smith": _parse_swe_smith,
+    "r2e": _parse_r2e,
 }
 _LANGUAGES = (log_parsers_go, log_parsers_rust, log_parsers_js, log_parsers_js_repos, log_parsers_java, log_parsers_c,
               log_parsers_ruby_php)

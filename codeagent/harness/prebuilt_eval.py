@@ -40,43 +40,19 @@ def test_command(task: Task) -> tuple[str, str, float]:
     return f"{CONDA_ACTIVATE} && cd /testbed && {spec_command(task, spec)}", spec.log_parser, spec.test_timeout
 
 
-_VERBOSE = re.compile(r"^(\S+)\s+(PASSED|FAILED|SKIPPED|ERROR|XFAIL)\b")
-
-
 def swe_smith_statuses(log: str):
-    """Statuses from `pytest --verbose` lines (`<node id> PASSED [ 50%]`), as SWE-smith's Python
-    profiles read them (SWE-bench's pytest parser takes only failures from such lines: it reads the
-    passes from `-rA` summaries, which SWE-smith's command does not ask for); a test reported twice
-    keeps its last status."""
-    from .log_parsers import FAILING, Statuses
+    """Statuses from `pytest --verbose` lines, as SWE-smith reads them (log_parsers: `swe-smith`); a test
+    reported twice keeps its last status."""
+    from .log_parsers import parse_log
 
-    statuses = Statuses()
-    for line in _ANSI.sub("", log).splitlines():
-        match = _VERBOSE.match(line)
-        if match:
-            test, status = match.groups()
-            old = statuses.pop(test, None)
-            if old is not None and old != status:
-                statuses.conflicts.add(test)
-            if status in FAILING:
-                statuses.reported_failing.add(test)
-            statuses[test] = status
-    return statuses
+    return parse_log("swe-smith", log)
 
 
 def r2e_statuses(log: str) -> dict[str, str]:
-    """Test statuses from pytest's short test summary, keyed as R2E-Gym keys them: the id without
-    its file, its parts joined by '.', cut at ' - '."""
-    if "short test summary info" not in log:
-        return {}
-    statuses = {}
-    for line in _ANSI.sub("", log.split("short test summary info", 1)[1]).splitlines():
-        for status in ("PASSED", "FAILED", "ERROR"):
-            if status in line:
-                name = ".".join(line.split("::")[1:]).split(" - ")[0].strip()
-                statuses[name] = status
-                break
-    return statuses
+    """Test statuses from pytest's short test summary, keyed as R2E-Gym keys them (log_parsers: `r2e`)."""
+    from .log_parsers import parse_log
+
+    return dict(parse_log("r2e", log))
 
 
 def r2e_grade(log: str, expected: dict[str, str], run) -> GradeReport:
