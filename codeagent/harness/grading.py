@@ -19,8 +19,8 @@ The rule, in the order it is applied:
    code (None) skips this check. This catches fake passes printed over a failing run; it cannot
    catch a patch that also prints a fake failure: such a patch must run code during the tests
    (a conftest.py, a startup hook, an import-time print), and the harness flags patches that touch
-   test infrastructure (`integrity.py`), and checks a pytest run against what its own plugin saw
-   (`guard.py`: a log that does not match is unresolved, `tamper_evidence`); the harness also cuts
+   test infrastructure (`integrity.py`), and checks every run against what its judge's observers saw
+   (`judge/`: a log that does not match is unresolved, `tamper_evidence`); the harness also cuts
    the output with per-run markers a patch cannot forge. A test reported several times takes its last status, as in SWE-bench (see
    log_parsers.py); the listed tests reported with differing statuses are named in the report
    (`status_conflicts`), and those that pass although the log also reports them failing
@@ -90,8 +90,8 @@ class GradeReport(BaseModel):
     failing_in_log: int = 0  # FAILED or ERROR entries anywhere in the log
     status_conflicts: list[str] = []  # listed tests the log reports with differing statuses (the last counts)
     masked_failures: list[str] = []  # listed tests that pass, whose id the log also reports FAILED or ERROR
-    guard: str = ""  # "pytest": the log was checked against codeagent's pytest plugin (guard.py)
-    tamper_evidence: list[str] = []  # where the log and what the guard saw disagree (never resolved then)
+    guard: str = ""  # the judge's observers that watched the run ("pytest", "go", "process", "node", "reports": judge/)
+    tamper_evidence: list[str] = []  # where the log and what the observers saw disagree (never resolved then)
     # harness_error because the log is in none of its parser's formats: the environment's fault, or a patch
     # that stopped the tests from running (deleted go.mod): training scores it as a failure (rollout_results)
     log_format_unknown: bool = False
