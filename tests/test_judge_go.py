@@ -52,12 +52,13 @@ class FolderBox:
             Path(path).chmod(mode)
 
 
-def judged(tmp_path: Path, source: str, command: str = "go test -v ./...", listed=("TestSub", "TestAdd")):
+def judged(tmp_path: Path, source: str, command: str = "go test -v ./...", listed=("TestSub", "TestAdd"),
+           tests: str = TESTS):
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "go.mod").write_text("module example.com/calc\n\ngo 1.19\n")
     (repo / "calc.go").write_text(source)
-    (repo / "calc_test.go").write_text(TESTS)
+    (repo / "calc_test.go").write_text(tests)
     box = FolderBox(repo)
     watch = Watch(box, str(tmp_path), command, "gotest")
     exports = watch.install()
@@ -89,3 +90,16 @@ def test_a_package_that_prints_passes_and_exits_is_caught(tmp_path, go):
     report, log, _ = judged(tmp_path, PRINTS_AND_EXITS)
     assert parse_log("gotest", log).get("TestSub") == "PASSED", log  # the log says TestSub passed
     assert report.outcome is Outcome.UNRESOLVED and report.tamper_evidence, (report, log)
+
+
+PANICS_LATER = TESTS + "\nfunc TestZPanics(t *testing.T) {\n\tvar m map[string]int\n\tm[\"x\"] = 1\n}\n"
+
+
+@pytest.mark.parametrize("flags", ["", "-failfast"])
+def test_an_unlisted_test_that_panics_after_the_listed_ones_passed_is_no_tampering(tmp_path, go, flags):
+    """gin-2755's empty patch: a later test panics and the binary stops; the listed tests that ran before
+    passed for real. The canary ran first (or, with -failfast, it is last and the panic explains its
+    absence): no evidence, the official verdict stands (the first judge flagged this)."""
+    report, log, code = judged(tmp_path, FIXED, f"go test -v {flags} ./...", tests=PANICS_LATER)
+    assert "panic: assignment to entry in nil map" in log and code != 0
+    assert report.outcome is Outcome.RESOLVED and report.tamper_evidence == [], (report.tamper_evidence, log)
