@@ -37,7 +37,7 @@ from . import hook_points
 from .instructions import read_instructions
 from .modes import switch_messages
 from .prompts import render
-from .run_types import Approval, Approver, RunResult, RunState, Stop
+from .run_types import Approval, Approver, RunResult, RunState, Stop, last_reply_text
 from .step import Stepping
 from .subagents import Subagents
 
@@ -165,6 +165,7 @@ class Agent(Stepping):
         state = RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
         status, message = ExitStatus.INTERRUPTED, ""
+        earlier = len(messages)  # the replies of this run come after these
         try:
             if resume is None:
                 self._start_hooks(instance_prompt or task.problem_statement, messages, writer)
@@ -196,10 +197,11 @@ class Agent(Stepping):
             seconds = time.monotonic() - started
             writer.update(patch=patch, exit_status=status, exit_message=message, wall_seconds=seconds)
             writer.close()
+        answer = last_reply_text(messages[earlier:])
         emit(Finished(exit_status=status, message=message, patch=patch, steps=state.steps, cost=state.cost,
-                      seconds=seconds, trajectory_id=run_id, trajectory_path=str(writer.path)))
+                      seconds=seconds, trajectory_id=run_id, trajectory_path=str(writer.path), answer=answer))
         return RunResult(status, message, patch, state.steps, state.cost, seconds, run_id, str(writer.path),
-                         writer.lost or "")
+                         writer.lost or "", answer)
 
     # -- pieces --------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""`codeagent solve --headless`: progress (or JSON events) on stderr, the patch on stdout, an exit code."""
+"""`codeagent solve --headless`: progress on stderr; on stdout the result (the answer of a run that ended
+`answered`, else the patch: `_to_stdout`) or, with --json, the events; an exit code."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
                     apply_patch, trust, images=(), json_deltas=False) -> None:
     from pathlib import Path
 
-    from .. import patches
     from ..config import load_config
     from ..events import EventBus
     from ..models import ModelConfigError, ModelError
@@ -87,16 +87,14 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
         click.echo(f"error: {visible(str(error))}", err=True)  # server that is not there, one line
         sys.exit(EXIT_MODEL)
     result = outcome.result
-    if not as_json:  # exact bytes when piped (`> fix.patch`); on a terminal shown, not obeyed
-        if sys.stdout.isatty():
-            click.echo(visible(patches.for_display(result.patch)), nl=False)
-        else:
-            patches.to_stdout(result.patch)
+    answered = result.exit_status == ExitStatus.ANSWERED
+    if not as_json:
+        _to_stdout(result)
     if result.record_lost:  # the work is kept all the same: the patch below says where
         click.echo(f"warning: the trajectory was not saved whole: {result.record_lost}", err=True)
     moved = f" (not beside its trajectory: {outcome.patch_moved})" if outcome.patch_moved else ""
     if not result.patch.strip():
-        if not as_json:
+        if not as_json and not answered:
             click.echo("no patch: the run changed no file", err=True)
     elif outcome.patch_file is None:
         click.echo(f"warning: no file could hold the patch{moved}; it is on stdout only", err=True)
@@ -117,3 +115,24 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
             click.echo(applied.message + ("" if applied.applied else f"; the patch is in {outcome.patch_file}"), err=True)
             code = code or (EXIT_OK if applied.applied else EXIT_FAILED)
     sys.exit(code)
+
+
+def _to_stdout(result) -> None:
+    """What stdout carries (the README's table): a run that ended `answered` (a question, plan mode) its
+    answer, as `claude -p` and `codex exec` print theirs, and its patch, if it made one, stays in the patch
+    file; any other run its patch, exact bytes when piped (`> fix.patch`), shown and not obeyed on a terminal
+    (nothing for a run that changed nothing). Where stdout and stderr are both the terminal, the answer is
+    not shown twice: the progress on stderr showed it as it formed."""
+    from .. import patches
+    from ..status import ExitStatus
+    from ..visible import visible
+
+    if result.exit_status == ExitStatus.ANSWERED:
+        if not result.answer or (sys.stdout.isatty() and sys.stderr.isatty()):
+            return
+        sys.stdout.write((visible(result.answer) if sys.stdout.isatty() else result.answer) + "\n")
+        sys.stdout.flush()
+    elif sys.stdout.isatty():
+        click.echo(visible(patches.for_display(result.patch)), nl=False)
+    else:
+        patches.to_stdout(result.patch)

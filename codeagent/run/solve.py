@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import patches
 from ..agent.loop import Agent, RunResult
+from ..agent.run_types import last_reply_text
 from ..config import Config
 from ..events import EventBus
 from ..models import Model, ModelConfigError, ReplayModel, ScriptedModel, make_model, model_from_settings
@@ -256,10 +257,11 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
             trajectory = store.load(chosen.trajectory_id)
             steps, cost, seconds, lost = (len(trajectory.steps), trajectory.totals.cost or 0.0,
                                           trajectory.totals.wall_seconds or 0.0, "")
+            answer = last_reply_text(trajectory.messages)
         except (TrajectoryError, OSError) as error:  # the store could not hold it: the patch is kept all the same
-            steps, cost, seconds, lost = 0, 0.0, 0.0, str(error)
+            steps, cost, seconds, lost, answer = 0, 0.0, 0.0, str(error), ""
         run = RunResult(chosen.exit_status or "", result.selection.why, chosen.patch, steps, cost, seconds,
-                        chosen.trajectory_id, str(path), lost)
+                        chosen.trajectory_id, str(path), lost, answer)
         patch_file = path.with_suffix(".patch")
     kept, moved = keep_patch(patch_file, run.patch)
     return SolveOutcome(run, kept, result, patch_moved=moved)
