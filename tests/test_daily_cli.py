@@ -180,7 +180,7 @@ def test_ctrl_c_while_the_sandbox_is_prepared_exits_130(when, server, make_repo,
 
 
 @pytest.mark.parametrize("where, patch", [
-    ("the model check", "import codeagent.run.solve as m\nm.preflight = lambda model, paid=False: {raise_}\n"),
+    ("the model check", "import codeagent.run.model_check as m\nm.preflight = lambda model, paid=False: {raise_}\n"),
     ("a run", "import codeagent.agent.step as m\nm.Stepping._ask_model = lambda self, complete: {raise_}\n"),
 ])
 def test_ctrl_c_inside_an_exec_still_exits_130(where, patch, tmp_path, env):

@@ -64,6 +64,7 @@ class Agent(Stepping):
         self._instructions = ""  # the repository's AGENTS.md files (instructions.py), for the system prompt
         self.mode = config.agent.mode  # plan: read-only tools only (modes.py); the TUI switches it between steps
         self.interactive = False  # a user answers (TUI, headless solve): a plain reply ends the run as `answered`
+        self.fresh_sandbox = False  # the caller's word: the sandbox is its snapshot as made (no patch in it yet)
         self._hooks = Hooks(config.hooks, warn=self.warn)
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
@@ -184,8 +185,10 @@ class Agent(Stepping):
         finally:
             self._sandbox = None
             context.close()
-            try:
-                patch = self._final_patch(sandbox, context, state)
+            try:  # a fresh sandbox in which no tool ran has no change: it need not be asked (a question's answer
+                # is not kept waiting for a diff)
+                untouched = self.fresh_sandbox and resume is None and state.tool_calls == 0
+                patch = "" if untouched else self._final_patch(sandbox, context, state)
                 too_large = patches.too_large(patch, config.limits.max_patch_bytes)
             except PatchTooLarge as exc:  # never read out of the sandbox
                 patch, too_large = "", str(exc)

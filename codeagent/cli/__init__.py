@@ -165,9 +165,9 @@ def _leave(code) -> None:
 
 
 def _model_check_running() -> bool:
-    if "codeagent.run.solve" not in sys.modules:
+    if "codeagent.run.model_check" not in sys.modules:
         return False
-    from ..run.solve import model_check_running
+    from ..run.model_check import model_check_running
 
     return model_check_running()
 

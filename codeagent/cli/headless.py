@@ -16,31 +16,20 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
     from pathlib import Path
 
     from ..config import load_config
-    from ..events import EventBus
-    from ..models import ModelConfigError, ModelError
-    from ..run.apply import WriteThrough
-    from ..run.apply import apply_patch as apply_to_tree
-    from ..run.printers import JsonPrinter, ProgressPrinter
-    from ..run.solve import (
-        ModelCheck,
-        continue_with_session_model,
-        load_session,
-        resolve_model,
-        samples_candidates,
-        start_from_working_tree,
-    )
-    from ..run.solve import solve as run_solve
-    from ..run.telemetry import subscribe_telemetry
-    from ..sandbox import snapshot
-    from ..status import ExitStatus
+    from ..run.model_check import ModelCheck, resolve_model
     from ..task import Task
-    from ..visible import visible
 
-    resumed = load_session(load_config(None, None), session, repo) if session else None
+    resumed = None
+    if session:
+        from ..run.solve import load_session
+
+        resumed = load_session(load_config(None, None), session, repo)
     task = Task.model_validate(resumed.task) if resumed else task_from_flags(repo, issue_text, issue_file, example, commit)
     follow_up = (issue_text or (read_issue_file(issue_file) if issue_file else None)) if resumed else None
     config = load_config(task.repo if Path(task.repo).is_dir() else None, config_file, overrides, trust=trust)
     if resumed is not None:
+        from ..run.solve import continue_with_session_model
+
         continue_with_session_model(config, resumed, overrides)
     if follow_up is not None:
         follow_up = custom_command(config, task.repo, follow_up)
@@ -48,11 +37,48 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
         task = task.model_copy(update={"problem_statement": custom_command(config, task.repo, task.problem_statement)})
     model, replay = resolve_model(config, example)
     check = ModelCheck(model)  # the model client's import (seconds) overlaps the rest: the sandbox's start
+    _model_checked(check, "connected")  # a server that refuses the connection is told now, in milliseconds
+    _run_headless(task, config, model, replay, check, example, resumed, follow_up, as_json, json_deltas,
+                  apply_patch, images)
+
+
+def _model_checked(check, stage: str | None = None) -> None:
+    """The model check up to `stage`: a server that is not there (or a model it cannot run) is one line and
+    exit 5 (a configuration the model refuses: exit 3, by the caller's `_user_errors`)."""
+    from ..models import ModelConfigError, ModelError
+    from ..visible import visible
+
+    try:
+        check.wait(stage)
+    except ModelConfigError:
+        raise
+    except ModelError as error:
+        click.echo(f"error: {visible(str(error))}", err=True)
+        sys.exit(EXIT_MODEL)
+
+
+def _run_headless(task, config, model, replay, check, example, resumed, follow_up, as_json, json_deltas,
+                  apply_patch, images) -> None:
+    from pathlib import Path
+
+    from ..events import EventBus
+    from ..models import ModelConfigError, ModelError
+    from ..run.apply import WriteThrough
+    from ..run.apply import apply_patch as apply_to_tree
+    from ..run.printers import JsonPrinter, ProgressPrinter
+    from ..run.solve import samples_candidates, start_from_working_tree
+    from ..run.solve import solve as run_solve
+    from ..run.telemetry import subscribe_telemetry
+    from ..sandbox import snapshot
+    from ..status import ExitStatus
+    from ..visible import visible
+
     if images and follow_up is not None:
         follow_up = attach_images(follow_up, images, config, model)
     elif images:
         task = task.model_copy(update={"problem_statement": attach_images(task.problem_statement, images, config,
                                                                            model)})
+    _model_checked(check, "listed")  # and one that does not serve this model, before any sandbox work
     if config.sandbox.kind == "local":
         click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
     if resumed is None and not example:
@@ -69,6 +95,9 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
         writer = WriteThrough(task.repo, base, lambda text: click.echo(text, err=True),
                               maybe_applied=resumed.patch if resumed is not None else None)
         events.subscribe(writer)
+    told = _AnswerWhenFinished()
+    if not as_json and not samples_candidates(config, resumed):
+        events.subscribe(told)
     subscribe_telemetry(events)  # CODEAGENT_ENABLE_TELEMETRY=1 (run/telemetry.py)
     if not as_json:  # the sandbox takes seconds (its image, once: minutes) before the first event
         click.echo(f"codeagent · preparing the {config.sandbox.kind} sandbox…", err=True)
@@ -88,7 +117,7 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
         sys.exit(EXIT_MODEL)
     result = outcome.result
     answered = result.exit_status == ExitStatus.ANSWERED
-    if not as_json:
+    if not as_json and not told.written:
         _to_stdout(result)
     if result.record_lost:  # the work is kept all the same: the patch below says where
         click.echo(f"warning: the trajectory was not saved whole: {result.record_lost}", err=True)
@@ -128,11 +157,33 @@ def _to_stdout(result) -> None:
     from ..visible import visible
 
     if result.exit_status == ExitStatus.ANSWERED:
-        if not result.answer or (sys.stdout.isatty() and sys.stderr.isatty()):
-            return
-        sys.stdout.write((visible(result.answer) if sys.stdout.isatty() else result.answer) + "\n")
-        sys.stdout.flush()
+        _write_answer(result.answer)
     elif sys.stdout.isatty():
         click.echo(visible(patches.for_display(result.patch)), nl=False)
     else:
         patches.to_stdout(result.patch)
+
+
+def _write_answer(answer: str) -> bool:
+    from ..visible import visible
+
+    if not answer or (sys.stdout.isatty() and sys.stderr.isatty()):
+        return False
+    sys.stdout.write((visible(answer) if sys.stdout.isatty() else answer) + "\n")
+    sys.stdout.flush()
+    return True
+
+
+class _AnswerWhenFinished:
+    """The answer of a run that ended `answered`, on stdout as soon as the run has finished: its sandbox is
+    removed after that (a second or more), and the answer need not wait for it."""
+
+    def __init__(self):
+        self.written = False
+
+    def __call__(self, event) -> None:
+        from ..status import ExitStatus
+
+        if event.kind == "finished" and not self.written and event.exit_status == ExitStatus.ANSWERED:
+            _write_answer(event.answer)
+            self.written = True

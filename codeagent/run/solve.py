@@ -4,7 +4,6 @@ or N candidates (the one rule: `samples_candidates`), the patch file; and findin
 from __future__ import annotations
 
 import copy
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from ..agent.loop import Agent, RunResult
 from ..agent.run_types import last_reply_text
 from ..config import Config
 from ..events import EventBus
-from ..models import Model, ModelConfigError, ReplayModel, ScriptedModel, make_model, model_from_settings
+from ..models import Model, ReplayModel, ScriptedModel, model_from_settings
 from ..sandbox import open_sandbox, sandbox_options, snapshot
 from ..sandbox.pool import WarmPool
 from ..sandbox.restore import restore_patch
@@ -24,6 +23,9 @@ from ..task import Task
 from ..trajectory.schema import Trajectory
 from ..trajectory.sessions import find_session
 from ..trajectory.store import TrajectoryError, TrajectoryStore
+from .model_check import ModelCheck, model_check_running, preflight, resolve_model
+
+__all__ = ["ModelCheck", "SolveOutcome", "model_check_running", "preflight", "resolve_model", "solve"]
 
 
 @dataclass
@@ -69,70 +71,6 @@ def keep_patch(path: Path, patch: str) -> tuple[Path | None, str]:
         except OSError:
             continue
     return None, why
-
-
-def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
-    """The configured model; with none configured, the example's recorded trajectory (replay)."""
-    if config.model.name:
-        model = model_from_settings(config.model)
-        return model, config.model.name.startswith("replay:")
-    if example:
-        from .examples import example_replay
-
-        return make_model(f"replay:{example_replay(example)}"), True
-    raise ModelConfigError(
-        "no model configured: pass --model (e.g. --model gpt-4o, --model anthropic/claude-sonnet-4-20250514, "
-        "or --model hosted_vllm/NAME --api-base http://localhost:8000/v1), or set model.name in "
-        "~/.config/codeagent/config.yaml (or a trusted repository's .codeagent.yaml). The provider's key comes from "
-        "its usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)."
-    )
-
-
-def preflight(model: Model, paid: bool = False) -> None:
-    """Raise ModelConfigError if the model cannot be used as configured (e.g. its API key is not
-    set, a server does not serve it), ModelUnavailable if its server is not there: asked before any
-    sandbox is built, not found out after. `paid`: also one cheap completion for a model with no
-    api_base (`/model` asks it; a run does not pay for it)."""
-    probe, check = getattr(model, "probe", None), getattr(model, "check", None)
-    if callable(probe):
-        probe(paid=paid)  # the configuration's check included
-    elif callable(check):
-        check()
-
-
-MODEL_CHECK_THREAD = "codeagent-model-check"
-
-
-def model_check_running() -> bool:
-    """A model check is still going (its client's import): the process must not be torn down under it."""
-    return any(thread.name == MODEL_CHECK_THREAD and thread.is_alive() for thread in threading.enumerate())
-
-
-class ModelCheck:
-    """`preflight(model)` in a thread of its own, started as soon as the model is known: the model client's
-    import (litellm: seconds) and the check overlap the sandbox's start. `wait()` gives its error, if any, in
-    the caller's thread (Ctrl-C still lands there: the waiting is interruptible)."""
-
-    def __init__(self, model: Model):
-        self._error: BaseException | None = None
-        if callable(start_light := getattr(model, "start_light", None)):
-            start_light()  # a served model's first request need not wait for its client's import
-        self._thread = threading.Thread(target=self._check, args=(model,), name=MODEL_CHECK_THREAD,
-                                        daemon=True)  # a Ctrl-C exit does not wait for an import
-        self._thread.start()
-
-    def _check(self, model: Model) -> None:
-        try:
-            preflight(model)
-        except BaseException as error:  # noqa: BLE001 - handed to the caller by wait()
-            self._error = error
-
-    def wait(self) -> None:
-        while self._thread.is_alive():
-            self._thread.join(0.05)  # short waits: a signal's handler runs between them
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
 
 
 def start_from_working_tree(task: Task) -> tuple[Task, str | None]:
@@ -202,6 +140,7 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
     in the new sandbox first and `follow_up` is the next user turn."""
     agent = Agent(model, config, events=events)
     agent.interactive = answers
+    agent.fresh_sandbox = resume is None  # made from the snapshot: nothing restored in it
     with sandbox_factory() as sandbox:
         if check is not None:
             check.wait()
