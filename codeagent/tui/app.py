@@ -79,6 +79,7 @@ class CodeagentApp(SlashCommands):
         self._diff_choice: bool | None = None  # None: shown when wide and there is a patch
         self._last_ctrl_c = 0.0
         self._quitting = False
+        self._quit_code = 0
         # Kept, not queried: while a dialog is open, queries would search the dialog's screen.
         self.transcript = Transcript(id="transcript")
         self.diff = DiffPanel(id="diff")
@@ -186,6 +187,7 @@ class CodeagentApp(SlashCommands):
     def action_interrupt(self) -> None:
         now = time.monotonic()
         if now - self._last_ctrl_c < DOUBLE_PRESS_SECONDS:
+            self._quit_code = 130  # interrupted, as the README's exit codes say (/quit is 0)
             self.action_quit()
             return
         self._last_ctrl_c = now
@@ -207,7 +209,7 @@ class CodeagentApp(SlashCommands):
                 self.session.close()
             finally:
                 try:
-                    self.call_from_thread(self.exit, 0)
+                    self.call_from_thread(self.exit, None, self._quit_code)
                 except RuntimeError:  # the app has already gone
                     pass
 
