@@ -109,7 +109,8 @@ def _run_headless(task, config, model, replay, check, example, resumed, follow_u
                                                  lambda line: click.echo(f"codeagent · {line}", err=True))
     try:
         outcome = run_solve(task, config, model, events, replay=replay, resume=resumed, follow_up=follow_up,
-                            answers=True, check=check)
+                            answers=True, check=check,
+                            history=None if example else lambda line: click.echo(f"codeagent · {line}", err=True))
     except ModelConfigError:
         raise  # exit 3 (_user_errors)
     except ModelError as error:  # the check before any sandbox (a run's own model errors end the run): a

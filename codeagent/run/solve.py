@@ -4,6 +4,7 @@ or N candidates (the one rule: `samples_candidates`), the patch file; and findin
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from ..task import Task
 from ..trajectory.schema import Trajectory
 from ..trajectory.sessions import find_session
 from ..trajectory.store import TrajectoryError, TrajectoryStore
+from .history import give_history, sealed_history
 from .model_check import ModelCheck, model_check_running, preflight, resolve_model
 
 __all__ = ["ModelCheck", "SolveOutcome", "model_check_running", "preflight", "resolve_model", "solve"]
@@ -109,18 +111,22 @@ def samples_candidates(config: Config, resume: Trajectory | None = None) -> bool
 def solve(task: Task, config: Config, model: Model, events: EventBus | None = None, *, replay: bool = False,
           resume: Trajectory | None = None, follow_up: str | None = None,
           sandbox_factory: SandboxFactory | None = None, localize: bool = True,
-          answers: bool = False, check: ModelCheck | None = None) -> SolveOutcome:
+          answers: bool = False, check: ModelCheck | None = None,
+          history: Callable[[str], None] | None = None) -> SolveOutcome:
     """Solve the task: one agent run, or config.scaling.candidates runs verified and one selected.
     `sandbox_factory` opens each sandbox (default: from config.sandbox on the task's repository);
     with candidates, through a warm pool of it. `answers`: someone reads the reply (`solve`, not a
     batch): one run's plain reply without a tool call is an answer (`answered`), not a format error.
     `check`: the model's check, started earlier (default: started now); the first sandbox starts while it
-    runs, and is removed if the check fails."""
+    runs, and is removed if the check fails. `history(line)`: one run gets the repository's history in its
+    sandbox (run/history.py) and the line says what was given; None (eval, training): sealed."""
     events = events or EventBus()
     check = check or ModelCheck(model)
     if sandbox_factory is None:
         snap, options = snapshot(task.repo, task.base_commit), sandbox_options(config.sandbox)
         sandbox_factory = lambda: open_sandbox(snap, **options)  # noqa: E731
+    if samples_candidates(config, resume) and history is not None:
+        task = recorded_history(task, {"given": False, "note": "several candidates run sealed (no history)"})
     if samples_candidates(config, resume):
         # the next sandboxes start while the model thinks (the engine's start is the cost); the ones
         # nobody took (candidates and verifiers done) are removed on the way out
@@ -130,12 +136,13 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
             return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
-                      follow_up=follow_up, localization=hint, answers=answers, check=check)
+                      follow_up=follow_up, localization=hint, answers=answers, check=check, history=history)
 
 
 def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandbox_factory: SandboxFactory, *,
                replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str,
-               answers: bool = False, check: ModelCheck | None = None) -> SolveOutcome:
+               answers: bool = False, check: ModelCheck | None = None,
+               history: Callable[[str], None] | None = None) -> SolveOutcome:
     """One agent run in a new sandbox; with `resume`, that session continues: its patch is applied
     in the new sandbox first and `follow_up` is the next user turn."""
     agent = Agent(model, config, events=events)
@@ -144,12 +151,22 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
     with sandbox_factory() as sandbox:
         if check is not None:
             check.wait()
+        if history is not None:
+            given = sealed_history() if not config.agent.repository_history else give_history(
+                sandbox, snapshot(task.repo, task.base_commit), task.repo)
+            history(given["note"])
+            task = recorded_history(task, given)
         if resume is not None:
             restore_patch(sandbox, resume.patch or "")
         result = agent.run(task, sandbox, localization=localization, replay=replay, resume=resume,
                            follow_up=follow_up)
     patch_file, moved = keep_patch(Path(result.trajectory_path).with_suffix(".patch"), result.patch)
     return SolveOutcome(result, patch_file, patch_moved=moved)
+
+
+def recorded_history(task: Task, given: dict) -> Task:
+    """The task as the trajectory records it: with what history its sandbox had (run/history.py)."""
+    return task.model_copy(update={"extra": {**task.extra, "repository_history": given}})
 
 
 def continue_with_session_model(config: Config, session: Trajectory, flags: dict) -> None:

@@ -10,6 +10,7 @@ from ...config import Config
 from ...sandbox import Sandbox, SandboxError, open_sandbox, sandbox_options, snapshot
 from ...sandbox.restore import restore_patch
 from ...task import Task
+from ..history import give_history, sealed_history
 from ..repo_env import repository_environment
 
 
@@ -24,6 +25,7 @@ class SandboxSlot:
         self.state = "none"
         self.opening = False
         self.closed = False  # set once the session closes: a sandbox still starting is removed
+        self.history: dict | None = None  # what history the sandbox got (run/history.py), for the trajectory
         self._lock = threading.Lock()
 
     def open(self, task: Task, patch: str) -> None:
@@ -36,6 +38,9 @@ class SandboxSlot:
                 options["image"] = repository_environment(snap, self.config, self.say).image
             sandbox = open_sandbox(snap, **options)
             try:
+                self.history = give_history(sandbox, snap, task.repo) if self.config.agent.repository_history \
+                    else sealed_history()
+                self.say(self.history["note"])
                 if patch.strip():
                     restore_patch(sandbox, patch)
             except BaseException:
