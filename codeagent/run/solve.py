@@ -26,6 +26,7 @@ from ..trajectory.sessions import find_session
 from ..trajectory.store import TrajectoryError, TrajectoryStore
 from .history import give_history, sealed_history
 from .model_check import ModelCheck, model_check_running, preflight, resolve_model
+from .skill_mounts import with_skill_folders
 
 __all__ = ["ModelCheck", "SolveOutcome", "model_check_running", "preflight", "resolve_model", "solve"]
 
@@ -124,6 +125,8 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
     check = check or ModelCheck(model)
     if sandbox_factory is None:
         snap, options = snapshot(task.repo, task.base_commit), sandbox_options(config.sandbox)
+        if answers:  # a session someone follows uses the skills: their folders go in the sandbox
+            options = with_skill_folders(options, config, task.repo)
         sandbox_factory = lambda: open_sandbox(snap, **options)  # noqa: E731
     if samples_candidates(config, resume) and history is not None:
         task = recorded_history(task, {"given": False, "note": "several candidates run sealed (no history)"})

@@ -12,6 +12,7 @@ from ...sandbox.restore import restore_patch
 from ...task import Task
 from ..history import give_history, sealed_history
 from ..repo_env import repository_environment
+from ..skill_mounts import with_skill_folders
 
 
 class SandboxSlot:
@@ -36,6 +37,7 @@ class SandboxSlot:
             snap, options = snapshot(task.repo, task.base_commit), sandbox_options(self.config.sandbox)
             if options["kind"] == "docker":  # the repository's toolchain, unless sandbox.image says otherwise
                 options["image"] = repository_environment(snap, self.config, self.say).image
+            options = with_skill_folders(options, self.config, task.repo)  # the skills' files, read-only
             sandbox = open_sandbox(snap, **options)
             try:
                 self.history = give_history(sandbox, snap, task.repo) if self.config.agent.repository_history \
