@@ -245,10 +245,10 @@ class LiteLLMModel:
             return False
         if self._gives_ids is None:
             self._gives_ids = _server_gives_token_ids(self.api_base)
-            if self._gives_ids is False:
-                log.warning("model %s: the server at %s does not say it gives token ids (not codeagent serve "
-                            "or vLLM): this run records no token ids and will not be token-exact",
-                            self.name, _endpoint(self.api_base))
+            if self._gives_ids is False:  # said at INFO: a warning at every run was noise (`doctor` says it)
+                log.info("model %s: the server at %s does not say it gives token ids (not codeagent serve "
+                         "or vLLM): this run records no token ids and will not be token-exact",
+                         self.name, _endpoint(self.api_base))
         return bool(self._gives_ids)
 
     def check(self) -> None:
