@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...visible import visible
-from ..printers import patch_stats
+from ..printers import counted, patch_stats
 
 if TYPE_CHECKING:
     from ...task import Task
@@ -29,7 +29,7 @@ def exit_summary(session: Session, task: Task | None = None) -> str | None:
         return _not_started(session, session.task or task)
     stats = session.state.stats
     ended = f" · {session.last_status}" if session.last_status else ""
-    lines = [f"codeagent: session {run_id}{ended} · {stats.steps} steps · {stats.prompt_tokens:,} prompt + "
+    lines = [f"codeagent: session {run_id}{ended} · {counted(stats.steps, 'step')} · {stats.prompt_tokens:,} prompt + "
              f"{stats.completion_tokens:,} completion tokens · ${stats.cost:.4f}"]
     patch = session.patch
     if patch.strip():
