@@ -34,7 +34,10 @@ def solve_headless(repo, issue_text, issue_file, example, commit, config_file, o
     if follow_up is not None:
         follow_up = custom_command(config, task.repo, follow_up)
     elif not example:
-        task = task.model_copy(update={"problem_statement": custom_command(config, task.repo, task.problem_statement)})
+        expanded = custom_command(config, task.repo, task.problem_statement)
+        if expanded != task.problem_statement:  # listed (`--resume`, /resume, view) by what was typed
+            task = task.model_copy(update={"problem_statement": expanded,
+                                           "extra": {**task.extra, "title": task.problem_statement.strip()}})
     model, replay = resolve_model(config, example)
     check = ModelCheck(model)  # the model client's import (seconds) overlaps the rest: the sandbox's start
     _model_checked(check, "connected")  # a server that refuses the connection is told now, in milliseconds

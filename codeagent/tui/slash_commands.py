@@ -246,9 +246,10 @@ class SlashCommands(App[int]):
     def _send_custom(self, command: CustomCommand, arguments: str) -> None:
         """The command's body, rendered, is the user's message; its allowed-tools hold for that turn."""
         tools = frozenset(command.tool_names(self.session.tool_names())) if command.allowed_tools else None
-        outcome = self.session.submit(command.render(arguments), only_tools=tools)
+        typed = f"/{command.name} {arguments}".strip()
+        outcome = self.session.submit(command.render(arguments), only_tools=tools, title=typed)
         if outcome.accepted:
-            self.transcript.add_user(f"/{command.name} {arguments}".strip(), queued=outcome == "queued")
+            self.transcript.add_user(typed, queued=outcome == "queued")
         self._refresh_status()
 
 

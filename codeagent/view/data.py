@@ -35,7 +35,8 @@ def task_label(trajectory: Trajectory) -> str:
     name and a hash) by its issue's first line."""
     task = trajectory.task
     graded = task.get("FAIL_TO_PASS") or task.get("test_patch") or task.get("test_command")
-    lines = str(task.get("problem_statement") or "").strip().splitlines()
+    extra = task.get("extra") if isinstance(task.get("extra"), dict) else {}
+    lines = str(extra.get("title") or task.get("problem_statement") or "").strip().splitlines()
     if trajectory.instance_id and (graded or not lines):
         return str(trajectory.instance_id)
     lines = lines or str(task.get("repo") or "").strip().splitlines()
