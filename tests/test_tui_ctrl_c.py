@@ -77,3 +77,18 @@ def test_ctrl_c_twice_after_the_run_began_prints_the_summary_and_exits_130(tmp_p
         assert f"codeagent: session {run_id}" in text and "Patch: no changes" in text
     finally:
         close_terminal(name, str(tmp_path))
+
+
+def test_the_end_of_run_notice_leaves_the_input_box_free(tmp_path):
+    """The notice that a run ended shows at the top of the screen, not over the input box."""
+    name = f"codeagent-notice-{os.getpid()}"
+    pane = start(tmp_path, name, "--example", "cart", "--approval-mode", "full-auto")
+    try:
+        text = pane.wait_for("The run ended: submitted.", timeout=120)
+        lines = text.rstrip("\n").splitlines()
+        notice = next(index for index, line in enumerate(lines) if "The run ended" in line)
+        prompt = next(index for index, line in enumerate(lines) if "Describe the issue to solve" in line)
+        assert notice < len(lines) // 2 and "Describe the issue to solve · Enter sends · /help" in lines[prompt], text
+        assert "The run ended" not in "".join(lines[prompt - 1:prompt + 2])
+    finally:
+        close_terminal(name, str(tmp_path))

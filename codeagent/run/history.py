@@ -20,6 +20,7 @@ from typing import Any
 
 from ..sandbox import Sandbox
 from ..sandbox.workspace import BASE_TAG, RepoSnapshot
+from .printers import counted
 
 MAX_BYTES = 512 * 1024 * 1024  # a bigger object store is not copied (the note says so)
 WORK_BRANCH = "codeagent-task"  # the sandbox's own branch: the user's branch names stay free
@@ -93,7 +94,7 @@ def give_history(sandbox: Sandbox, snap: RepoSnapshot, repo: str) -> dict[str, A
         return {"given": False, "note": f"history not given: {result.output.strip()[-300:]}"}
     linked = "linked" in result.output
     return {"given": True, "head": head, "refs": refs,
-            "note": f"history: {refs} refs of your repository (read from its objects, none of its settings)"
+            "note": f"history: {counted(refs, 'ref')} of your repository (read from its objects, none of its settings)"
                     + ("" if linked else "; the start commit is on none of them, so HEAD has no history")}
 
 

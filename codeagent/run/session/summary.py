@@ -34,15 +34,23 @@ def exit_summary(session: Session, task: Task | None = None) -> str | None:
     patch = session.patch
     if patch.strip():
         added, removed, files = patch_stats(patch)
-        target, applied = session.state.applied or (None, None)
-        state = (f"applied to {target}" if applied == patch else
-                 f"changed since it was applied to {target}" if target else "not applied")
         where = f"; saved in {session.patch_file}" if session.patch_file else ""
-        lines.append(f"Patch: {files} file(s), +{added} -{removed}, {state}{where}")
+        lines.append(f"Patch: {files} file(s), +{added} -{removed}, {applied_state(session)}{where}")
     else:
         lines.append("Patch: no changes")
     lines.append(f"Resume it: codeagent solve --resume {run_id}")
     return "\n".join(lines)
+
+
+def applied_state(session: Session) -> str:
+    """Where the patch is in the user's working tree: `applied to T` (all of it), `changed since it was applied
+    to T` (what /apply would write is the rest), `not applied`; "" with no patch."""
+    patch = session.patch
+    if not patch.strip():
+        return ""
+    target, applied = session.state.applied or (None, None)
+    return (f"applied to {target}" if applied == patch else
+            f"changed since it was applied to {target}" if target else "not applied")
 
 
 def _not_started(session: Session, task: Task | None) -> str | None:
