@@ -118,7 +118,7 @@ class DiffPanel(VerticalScroll):
 
     def _show_header(self) -> None:
         added, removed, files = patch_stats(self.patch)
-        state = {"": "", "not applied": " · not applied to your files"}.get(self.applied, f" · {self.applied}")
+        state = {"": "", "not applied": ""}.get(self.applied, f" · {self.applied}")
         if self.applied.startswith("applied to "):
             state += " (already in your files)"
         elif self.applied.startswith("changed since"):
