@@ -24,7 +24,7 @@ from ..task import Task
 from ..trajectory.schema import Trajectory
 from ..trajectory.sessions import find_session
 from ..trajectory.store import TrajectoryError, TrajectoryStore
-from .history import give_history, sealed_history
+from .history import PreparedHistory, give_history, sealed_history
 from .model_check import ModelCheck, model_check_running, preflight, resolve_model
 from .skill_mounts import with_skill_folders
 
@@ -123,8 +123,11 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
     sandbox (run/history.py) and the line says what was given; None (eval, training): sealed."""
     events = events or EventBus()
     check = check or ModelCheck(model)
+    prepared = None
     if sandbox_factory is None:
         snap, options = snapshot(task.repo, task.base_commit), sandbox_options(config.sandbox)
+        if history is not None and config.agent.repository_history and not samples_candidates(config, resume):
+            prepared = PreparedHistory(snap, task.repo)  # made while the sandbox starts
         if answers:  # a session someone follows uses the skills: their folders go in the sandbox
             options = with_skill_folders(options, config, task.repo)
         sandbox_factory = lambda: open_sandbox(snap, **options)  # noqa: E731
@@ -139,13 +142,14 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
             return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
-                      follow_up=follow_up, localization=hint, answers=answers, check=check, history=history)
+                      follow_up=follow_up, localization=hint, answers=answers, check=check, history=history,
+                      prepared=prepared)
 
 
 def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandbox_factory: SandboxFactory, *,
                replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str,
                answers: bool = False, check: ModelCheck | None = None,
-               history: Callable[[str], None] | None = None) -> SolveOutcome:
+               history: Callable[[str], None] | None = None, prepared: PreparedHistory | None = None) -> SolveOutcome:
     """One agent run in a new sandbox; with `resume`, that session continues: its patch is applied
     in the new sandbox first and `follow_up` is the next user turn."""
     agent = Agent(model, config, events=events)
@@ -155,8 +159,8 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
         if check is not None:
             check.wait()
         if history is not None:
-            given = sealed_history() if not config.agent.repository_history else give_history(
-                sandbox, snapshot(task.repo, task.base_commit), task.repo)
+            given = sealed_history() if not config.agent.repository_history else prepared.give(sandbox) \
+                if prepared is not None else give_history(sandbox, snapshot(task.repo, task.base_commit), task.repo)
             history(given["note"])
             task = recorded_history(task, given)
         if resume is not None:

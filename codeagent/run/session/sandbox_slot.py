@@ -10,7 +10,7 @@ from ...config import Config
 from ...sandbox import Sandbox, SandboxError, open_sandbox, sandbox_options, snapshot
 from ...sandbox.restore import restore_patch
 from ...task import Task
-from ..history import give_history, sealed_history
+from ..history import PreparedHistory, sealed_history
 from ..repo_env import repository_environment
 from ..skill_mounts import with_skill_folders
 
@@ -35,13 +35,13 @@ class SandboxSlot:
         self.set_state("starting")
         try:
             snap, options = snapshot(task.repo, task.base_commit), sandbox_options(self.config.sandbox)
+            prepared = PreparedHistory(snap, task.repo) if self.config.agent.repository_history else None
             if options["kind"] == "docker":  # the repository's toolchain, unless sandbox.image says otherwise
                 options["image"] = repository_environment(snap, self.config, self.say).image
             options = with_skill_folders(options, self.config, task.repo)  # the skills' files, read-only
             sandbox = open_sandbox(snap, **options)
             try:
-                self.history = give_history(sandbox, snap, task.repo) if self.config.agent.repository_history \
-                    else sealed_history()
+                self.history = prepared.give(sandbox) if prepared is not None else sealed_history()
                 self.say(self.history["note"])
                 if patch.strip():
                     restore_patch(sandbox, patch)
