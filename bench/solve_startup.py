@@ -62,12 +62,13 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         pass
 
 
-def one_run(tree: Path, repo: Path, api_base: str, env: dict, model: str) -> tuple[float, float, float]:
+def one_run(tree: Path, repo: Path, api_base: str, env: dict, model: str, *flags: str) -> tuple[float, float, float]:
     """(seconds to the first model request, seconds to exit, CPU seconds of the whole process) of one headless
-    solve from `tree`. The CPU figure is steadier than wall times on a loaded machine."""
+    solve from `tree` (`flags`: more of solve's options). The CPU figure is steadier than wall times on a
+    loaded machine."""
     FakeOpenAI.arrivals.clear()
     command = [sys.executable, "-m", "codeagent.cli", "solve", "--headless", "--repo", str(repo), "--issue",
-               "say hello", "--model", model, "--api-base", api_base, "--set", "agent.localize=false"]
+               "say hello", "--model", model, "--api-base", api_base, "--set", "agent.localize=false", *flags]
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env={**env, "PYTHONPATH": str(tree)}, cwd=repo)

@@ -136,6 +136,7 @@ class Finished(Event):
     seconds: float = 0.0
     trajectory_id: str = ""
     trajectory_path: str = ""
+    answer: str = ""  # the text of the run's last reply: the answer (or plan) of a run that ended `answered`
 
 
 @dataclass

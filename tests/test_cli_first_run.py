@@ -90,6 +90,7 @@ def test_doctor_says_what_is_ready_and_what_to_fix(tmp_path, env, base_image, mo
     lines = proc.stdout.splitlines()
     server = next(index for index, line in enumerate(lines) if line.startswith("fail  model server"))
     assert "cannot reach http://127.0.0.1:9/v1/models" in lines[server] and "start the server" in lines[server + 1]
+    assert "connection refused" in lines[server] and "within" not in lines[server]  # not worded as a timeout
     assert any(line.startswith("warn  git") and "1 uncommitted change" in line for line in lines)
 
     no_engine = {**env, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
@@ -98,7 +99,11 @@ def test_doctor_says_what_is_ready_and_what_to_fix(tmp_path, env, base_image, mo
     assert checks["docker"]["status"] == "fail" and "No Docker engine answers" in checks["docker"]["detail"]
     assert "systemctl start docker" in checks["docker"]["fix"] and checks["base image"]["status"] == "fail"
     assert proc.returncode == 1 and checks["model"]["status"] == "fail" and "--model" in checks["model"]["fix"]
-    assert checks["git"]["status"] == "warn" and "not a git repository" in checks["git"]["detail"]
+    assert checks["git"]["status"] == "ok" and "not a git repository: solve works" in checks["git"]["detail"]
+
+    proc = codeagent("doctor", "--json", "--model", "openai/served", "--api-base", model_server, env=env, cwd=clone)
+    checks = {check["name"]: check for check in json.loads(proc.stdout)["checks"]}
+    assert "its runs record no token ids" in checks["model server"]["detail"]  # said here, not at every run
 
 
 def readme_block(after: str, language: str) -> str:

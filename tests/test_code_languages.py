@@ -18,19 +18,20 @@ from codeagent.code.parsing import compiled_query
 SAMPLES = Path(__file__).parent / "data" / "navigation"
 
 EXPECTED = {  # file -> (language, {qualname: kind})
-    "calc.go": ("go", {"Calc": "class", "Op": "class", "Named": "class", "New": "function", "Add": "method"}),
+    "calc.go": ("go", {"Calc": "type", "Op": "type", "Named": "type", "New": "function", "Add": "method"}),
     "calc.rs": ("rust", {"Calc": "class", "Named": "class", "Named.name": "method", "Calc.new": "method",
                          "Calc.add": "method", "Wrapper.get": "method", "Op": "class", "twice": "function",
                          "main": "function"}),
     "calc.js": ("javascript", {"Calc": "class", "Calc.constructor": "method", "Calc.add": "method",
                                "make": "function", "double": "function", "gen": "function",
                                "sum": "function", "get": "function", "put": "function"}),
-    "calc.ts": ("typescript", {"Named": "class", "Named.name": "method", "Op": "class", "Kind": "class",
+    "calc.ts": ("typescript", {"Named": "interface", "Named.name": "method", "Op": "type", "Kind": "enum",
                                "Base.run": "method", "Calc.add": "method", "make": "function",
                                "helper": "function"}),
     "Button.tsx": ("tsx", {"Button": "function", "Card": "function", "Panel": "class", "Panel.render": "method"}),
     "Calc.java": ("java", {"Calc": "class", "Calc.Calc": "method", "Calc.toString": "method", "Calc.add": "method",
-                           "Calc.Op": "class", "Calc.Op.apply": "method", "Calc.Kind": "class", "Calc.Pair": "class"}),
+                           "Calc.Op": "interface", "Calc.Op.apply": "method", "Calc.Kind": "enum",
+                           "Calc.Pair": "record"}),
     "calc.c": ("c", {"calc": "class", "point": "class", "op": "class", "add": "function", "name": "function",
                      "main": "function"}),
     "calc.cpp": ("cpp", {"calc": "module", "calc.Calc": "class", "calc.Calc.Calc": "method", "calc.Calc.add": "method",

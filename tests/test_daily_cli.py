@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -180,7 +181,7 @@ def test_ctrl_c_while_the_sandbox_is_prepared_exits_130(when, server, make_repo,
 
 
 @pytest.mark.parametrize("where, patch", [
-    ("the model check", "import codeagent.run.solve as m\nm.preflight = lambda model, paid=False: {raise_}\n"),
+    ("the model check", "import codeagent.run.model_check as m\nm.preflight = lambda model, paid=False: {raise_}\n"),
     ("a run", "import codeagent.agent.step as m\nm.Stepping._ask_model = lambda self, complete: {raise_}\n"),
 ])
 def test_ctrl_c_inside_an_exec_still_exits_130(where, patch, tmp_path, env):
@@ -222,6 +223,11 @@ def test_ctrl_c_stops_the_whole_command_line(server, make_repo, env):
     stderr.wait_for("trajectory: ", timeout=10)  # the reader has all of it
     assert "exit status: interrupted" in stderr.text, stderr.text
     assert b"woke" not in stdout and "no patch: the run changed no file" in stderr.text, stdout
+    assert re.search(r"interrupted · (\d+\.\d+)s", stderr.text) and \
+        float(re.search(r"interrupted · (\d+\.\d+)s", stderr.text)[1]) >= 1.0, stderr.text  # not 0.00 s
+    path = stderr.text.split("trajectory: ")[1].split("(")[1].split(")")[0]
+    (stopped,) = [json.loads(line) for line in open(path)][1]["step"]["tool_calls"]
+    assert stopped["seconds"] >= 1.0  # the trajectory too
 
 
 # -- 7. headless traps for CI ----------------------------------------------------------------------------------

@@ -147,6 +147,8 @@ def test_a_run_sends_its_span_tree_and_metrics_to_an_otlp_receiver(receiver, env
     assert attrs(run)["gen_ai.conversation.id"] == trajectory.id
     assert attrs(run)["codeagent.exit_status"] == "submitted"
     assert attrs(run)["codeagent.steps"] == len(trajectory.steps)
+    assert attrs(run)["gen_ai.usage.input_tokens"] == sum(step.prompt_tokens for step in trajectory.steps) > 0
+    assert attrs(run)["gen_ai.usage.output_tokens"] == sum(step.completion_tokens for step in trajectory.steps) > 0
     steps = sorted((span for _, span in spans if span.parent_span_id == run.span_id), key=lambda s: s.start_time_unix_nano)
     assert [attrs(step)["codeagent.step"] for step in steps] == [step.index for step in trajectory.steps]
     assert all({span.trace_id for _, span in spans} == {run.trace_id} for _ in [0])
@@ -224,6 +226,24 @@ def test_without_the_variable_nothing_is_sent_nor_imported(receiver, env):
     result = json.loads(proc.stdout.splitlines()[-1])
     assert result == {"code": 0, "otel": []}, proc.stderr
     assert receiver.requests == []
+
+
+def test_the_console_exporters_print_on_stderr_and_nothing_is_sent(receiver, env):
+    """OTEL_TRACES_EXPORTER=console and OTEL_METRICS_EXPORTER=console, as the SDK's variables say: the spans and
+    metrics are printed on stderr (stdout keeps the run's events only), nothing goes to a collector."""
+    env.update(CODEAGENT_ENABLE_TELEMETRY="1", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+               OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="console")
+    proc = solve(env)
+    assert proc.returncode == 0, proc.stderr
+    assert all(json.loads(line)["kind"] for line in proc.stdout.splitlines())  # only the run's own events
+    assert '"name": "invoke_agent codeagent"' in proc.stderr and '"gen_ai.operation.name": "chat"' in proc.stderr
+    assert '"name": "codeagent.token.usage"' in proc.stderr
+    assert receiver.requests == []
+
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="zipkin")
+    proc = solve(env)
+    assert proc.returncode == 0 and receiver.requests == [] and "invoke_agent" not in proc.stderr
+    assert "OTEL_METRICS_EXPORTER: zipkin not supported" in proc.stderr
 
 
 def closed_port() -> str:
@@ -326,7 +346,8 @@ def test_a_served_model_names_its_provider_the_answering_model_and_its_retries(r
                    key=lambda span: span.start_time_unix_nano)
     assert [attrs(span)["gen_ai.response.model"] for span in chats] == ["test-model-0613"] * 2
     first = attrs(chats[0])
-    assert first["gen_ai.request.model"] == "openai/gpt-4o" and first["gen_ai.provider.name"] == "openai"
+    assert first["gen_ai.request.model"] == "gpt-4o" and first["gen_ai.provider.name"] == "openai"  # not LiteLLM's id
+    assert chats[0].name == "chat gpt-4o"
     assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (120, 30)
     assert first["gen_ai.response.finish_reasons"] == ["tool_calls"]
     assert [event.name for event in chats[0].events] == ["model_retry"] and not chats[1].events
@@ -345,8 +366,8 @@ def test_a_model_call_that_fails_is_a_span_in_error(receiver, server, make_repo,
     proc = solve_served(receiver, server, make_repo, env)
     assert proc.returncode == 5, proc.stderr
     spans = {span.name: span for _, span in receiver.spans()}
-    assert set(spans) == {"invoke_agent codeagent", "step", "chat openai/test-model"}
-    chat, run = spans["chat openai/test-model"], spans["invoke_agent codeagent"]
+    assert set(spans) == {"invoke_agent codeagent", "step", "chat test-model"}  # the name the server is asked for
+    chat, run = spans["chat test-model"], spans["invoke_agent codeagent"]
     assert chat.parent_span_id == spans["step"].span_id
     assert attrs(chat)["error.type"] == attrs(run)["error.type"] == "model_error"
     assert chat.status.code == run.status.code == 2  # STATUS_CODE_ERROR

@@ -60,9 +60,12 @@ async def test_a_whole_session_approve_deny_diff_undo_apply(make_repo, tmp_path)
         assert "+    return a + b" in screen_text(app) and "Run this command?" not in screen_text(app)
         await pilot.press("escape")
 
+        assert "applied" not in str(app.diff._header.render())  # not yet: nothing said
         await send(pilot, f"/apply {target}")
         await until(pilot, lambda: not session.busy, what="/apply")
         assert (target / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+        await pilot.pause(0.1)  # the diff panel says the patch is in the files now
+        assert f"applied to {target} (already in your files)" in str(app.diff._header.render())
         git(target, "checkout", "calc.py")
         (target / "calc.py").write_text("mine\n")
         await send(pilot, f"/apply {target}")
@@ -174,9 +177,12 @@ async def test_candidates_diff_apply_and_follow_ups_are_the_selected_ones(make_r
         assert "+    return a + b" in session.patch and app.diff.patch == session.patch  # shown is what /apply applies
         shown = screen_text(app)
         assert "Selected candidate 1 " in shown, shown
+        assert "applied" not in str(app.diff._header.render())  # not yet: nothing said
         await send(pilot, f"/apply {target}")
         await until(pilot, lambda: not session.busy, what="/apply")
         assert (target / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+        await pilot.pause(0.1)  # the diff panel says the patch is in the files now
+        assert f"applied to {target} (already in your files)" in str(app.diff._header.render())
         await send(pilot, "Show me the file.")  # continues the selected run: its steps are shown
         await until(pilot, lambda: "$ awk 1 calc.py" in screen_text(app) and not session.busy, what="the follow-up")
         assert session.trajectory_id == selected.run_id

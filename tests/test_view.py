@@ -69,7 +69,7 @@ def test_the_run_page_escapes_markup_and_allows_no_script(tmp_path):
     assert response.headers["x-content-type-options"] == "nosniff"
     # the token ids and logprobs are there, collapsed; per-step tokens and cost
     assert re.search(r'<details class="tokens">\s*<summary>3 completion token ids', page)
-    assert "<td>303</td><td>-2</td>" in page and "10 prompt + 3 completion tokens" in page and "cost 0.002" in page
+    assert "<td>303</td><td>-2</td>" in page and "10 prompt + 3 completion tokens" in page and "cost $0.0020" in page
     record = client(tmp_path).get(f"/api/runs/{trajectory_id}", params={"token": TOKEN})
     assert record.json()["patch"].endswith(f"{SCRIPT}\udcff\n")  # ASCII JSON: the byte survives as \udcff
     assert record.headers["content-type"] == "application/json"
@@ -205,3 +205,30 @@ def test_help_lists_view_without_importing_the_web_stack():
     assert "--evals" in proc.stdout and "--training" in proc.stdout
     assert not {name for name in loaded if name.split(".")[0] in ("starlette", "uvicorn")}
     assert "codeagent.view.app" not in loaded
+
+
+def test_a_solve_session_is_listed_by_its_issue_with_steps_from_one_commands_and_dollars(tmp_path):
+    """A `solve` run (no grading info: its instance id is the folder's name and a hash) is listed by its
+    issue's first line; the timeline counts steps from 1 (as the TUI and the headless output do); a tool's row
+    shows its command; a cost shows its currency."""
+    store = TrajectoryStore(tmp_path)
+    header = {"task": {"instance_id": "myapp-1a2b3c4d", "repo": "/home/me/myapp",
+                       "problem_statement": "Totals are off by one\nfor carts with one line."},
+              "model": "openai/gpt-4o", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}
+    with store.create(**header) as writer:
+        call = {"id": "c1", "type": "function", "function": {"name": "bash",
+                                                             "arguments": json.dumps({"command": "pytest -q tests"})}}
+        writer.append_step({"index": 0, "prompt_tokens": 5, "completion_tokens": 2, "cost": 0.0123,
+                            "tool_calls": [{"id": "c1", "name": "bash", "exit_code": 1, "seconds": 0.5}]},
+                           [{"role": "assistant", "content": "Running the tests.", "tool_calls": [call]},
+                            {"role": "tool", "tool_call_id": "c1", "content": "1 failed"}])
+        writer.update(exit_status="answered")
+        run_id = writer.id
+    viewer = client(tmp_path)
+    listed = viewer.get("/", params={"token": TOKEN}).text
+    assert "Totals are off by one" in listed and "myapp-1a2b3c4d" not in listed and "$0.0123" in listed
+    assert api_runs(viewer, task="myapp-1a2b") == [run_id] == api_runs(viewer, task="off by one")  # either finds it
+    page = viewer.get(f"/runs/{run_id}", params={"token": TOKEN}).text
+    assert "<b>step 1</b>" in page and "<b>step 0</b>" not in page
+    assert re.search(r"tool <b>bash</b> <code>\$ pytest -q tests</code> · exit 1", page), page
+    assert "cost $0.0123" in page

@@ -17,7 +17,8 @@ import click
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting, e.g. limits.max_steps=20.")
 def acp_command(model_name, api_base, approval_mode, sandbox_kind, config_file, trust, settings) -> None:
     """Speak the Agent Client Protocol on stdin/stdout, for an editor (Zed...). Each editor session runs
-    the agent on its folder in a sandbox, as `solve` does; nothing is written to your files."""
+    the agent on its folder in a sandbox, as `solve` does; edits reach your files only through the editor
+    (fs/write_text_file, when it can), never written by codeagent itself."""
     import asyncio
 
     from ..config import ConfigError, flag_overrides

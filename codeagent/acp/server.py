@@ -1,8 +1,11 @@
 """The ACP agent: each ACP session is a codeagent Session (run/session/) on the editor's folder.
 
 The session works on its own thread and reports through `emit`; events become session updates (updates.py)
-handed to the event loop, and an approval the session asks becomes `session/request_permission`. A prompt
-turn ends when the session's job is done (its last SessionChanged while idle), with a stop reason.
+handed to the event loop, and an approval the session asks becomes `session/request_permission` (an edit's
+diff in it). When the client can write files, each change of the patch is written to the editor's files
+through `fs/write_text_file` (editor_files.py); else the patch is handed over. A prompt turn ends when the
+session's job is done (its last SessionChanged while idle), with a stop reason. `session/load` replays a
+saved session (history.py) and reopens it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +24,8 @@ from .. import __version__
 from ..events import Event
 from ..run.session import Decision, SessionChanged, Submitted
 from ..status import LIMITS, ExitStatus
+from .editor_files import EditorFiles, FileWrite
+from .history import recall, remember, replay
 from .updates import Translator
 
 if TYPE_CHECKING:
@@ -31,20 +37,34 @@ END = object()  # the turn's job is done
 
 
 class Live:
-    """One ACP session: the codeagent Session and the turn in flight."""
+    """One ACP session: the codeagent Session and the turn in flight. `files`: the editor's files, written
+    through it (`fs/write_text_file`) when it said it can; None: the patch is handed over instead."""
 
-    def __init__(self, session: Session, cwd: str):
+    def __init__(self, session: Session, cwd: str, writes: bool = False):
         self.session = session
         self.cwd = cwd
         self.turn: asyncio.Queue | None = None  # the running prompt's updates
         self.cancelled = False
-        self.translate = Translator(cwd, self._read_file)
+        self.translate = Translator(cwd, self._read_file, self._workdir)
+        self.files = EditorFiles(cwd, self._workdir, self._read_file) if writes else None
 
     def _read_file(self, path: str) -> bytes:
         sandbox = self.session.sandbox
         if sandbox is None:
             raise OSError("no sandbox")
         return sandbox.read_file(path, max_bytes=2_000_000)
+
+    def _workdir(self) -> str:
+        sandbox = self.session.sandbox
+        return sandbox.workdir if sandbox is not None else "/testbed"
+
+    def file_updates(self) -> list:
+        """The editor's writes (and what could not be written) for the patch as it is now."""
+        if self.files is None:
+            return []
+        writes, notes = self.files.sync(self.session.patch)
+        said = [acp.update_agent_message_text(f"\n[warning] {note}\n") for note in notes]
+        return [*writes, *said]
 
 
 class CodeagentAgent:
@@ -54,16 +74,19 @@ class CodeagentAgent:
         self.sessions: dict[str, Live] = {}
         self.conn: Any = None  # the client's connection (acp), once connected
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.client_writes = False  # the client takes fs/write_text_file: edits go to its files
 
     def on_connect(self, conn) -> None:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, client_capabilities=None, client_info=None, **kwargs):
         self.loop = asyncio.get_running_loop()
+        fs = getattr(client_capabilities, "fs", None)
+        self.client_writes = bool(getattr(fs, "write_text_file", False))
         return schema.InitializeResponse(
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
             agent_capabilities=schema.AgentCapabilities(
-                load_session=False, prompt_capabilities=schema.PromptCapabilities(image=False, audio=False,
+                load_session=True, prompt_capabilities=schema.PromptCapabilities(image=False, audio=False,
                                                                                   embedded_context=True),
                 session_capabilities=schema.SessionCapabilities(close=schema.SessionCloseCapabilities())),
             agent_info=schema.Implementation(name="codeagent", title="codeagent", version=__version__))
@@ -73,14 +96,37 @@ class CodeagentAgent:
 
     async def new_session(self, cwd: str, mcp_servers=None, **kwargs):
         self.loop = asyncio.get_running_loop()
-        if not os.path.isabs(cwd) or not os.path.isdir(cwd):
-            raise acp.RequestError.invalid_params({"cwd": f"not an absolute path to a folder: {cwd}"})
+        _check_folder(cwd)
         session_id = uuid.uuid4().hex
         live = await asyncio.to_thread(self._open, session_id, cwd)  # reads the config and the repository
         self.sessions[session_id] = live
-        modes = schema.SessionModeState(current_mode_id=live.session.mode, available_modes=[
-            schema.SessionMode(id=mode, name=mode, description=text) for mode, text in MODES.items()])
-        return schema.NewSessionResponse(session_id=session_id, modes=modes)
+        return schema.NewSessionResponse(session_id=session_id, modes=_modes(live))
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers=None, **kwargs):
+        """A saved session again (`session/load`): its conversation replayed to the editor, then the session
+        reopened in a new sandbox with its patch applied; the next prompt continues it."""
+        from ..trajectory.store import TrajectoryError
+
+        self.loop = asyncio.get_running_loop()
+        _check_folder(cwd)
+        live = await asyncio.to_thread(self._open, session_id, cwd)
+        store = live.session.store
+        try:
+            trajectory = await asyncio.to_thread(store.load, recall(store.root, session_id))
+        except (TrajectoryError, OSError) as exc:
+            await asyncio.to_thread(live.session.close)
+            raise acp.RequestError.invalid_params({"sessionId": f"no saved session {session_id}: {exc}"}) from None
+        if os.path.realpath(str((trajectory.task or {}).get("repo", ""))) != os.path.realpath(live.session.repo):
+            await asyncio.to_thread(live.session.close)
+            raise acp.RequestError.invalid_params({"sessionId": f"session {session_id} is not one of {cwd}"})
+        for update in replay(trajectory, live.translate):
+            await self.conn.session_update(session_id=session_id, update=update)
+        live.session.resume(trajectory.id)
+        await asyncio.to_thread(_until_idle, live)
+        if live.files is not None:
+            live.files.sync(live.session.patch)  # the editor has these already: only later changes are written
+        self.sessions[session_id] = live
+        return schema.LoadSessionResponse(modes=_modes(live))
 
     def _open(self, session_id: str, cwd: str) -> Live:
         from ..config import ConfigError, load_config
@@ -103,14 +149,14 @@ class CodeagentAgent:
             assert self.loop is not None  # connected
             asyncio.run_coroutine_threadsafe(self._ask(session_id, request), self.loop)
 
-        # the editor's files are never written: the patch is handed over
+        # the editor's files are never written on disk by codeagent: through the editor, or the patch is handed over
         session = Session(config, model, repo=cwd, mode=self.mode, replay=replay, ask=ask, emit=emit,
                           write_through=False)
         problem = session.repo_problem()
         if problem:
             session.close()
             raise acp.RequestError.invalid_params({"message": problem})
-        live = Live(session, session.repo)
+        live = Live(session, session.repo, writes=self.client_writes)
         return live
 
     async def set_session_mode(self, mode_id: str, session_id: str, **kwargs):
@@ -133,13 +179,20 @@ class CodeagentAgent:
             if outcome not in (Submitted.STARTED, Submitted.CONTINUED):
                 raise acp.RequestError.internal_error({"message": f"the session did not take the prompt ({outcome})"})
             while (update := await live.turn.get()) is not END:
-                await self.conn.session_update(session_id=session_id, update=update)
+                if isinstance(update, FileWrite):
+                    await self._write(session_id, live, update)
+                else:
+                    await self.conn.session_update(session_id=session_id, update=update)
             if live.session.patch and live.session.patch_file:
-                await self.conn.session_update(session_id=session_id, update=acp.update_agent_message_text(
-                    f"\n\nThe change so far is in {live.session.patch_file} (your files are untouched): "
-                    f"`git apply {live.session.patch_file}` applies it."))
+                told = (f"\n\nThe changes are in your files, written through the editor (review or undo them "
+                        f"there); the whole patch is also in {live.session.patch_file}." if live.files is not None
+                        else f"\n\nThe change so far is in {live.session.patch_file} (your files are untouched): "
+                             f"`git apply {live.session.patch_file}` applies it.")
+                await self.conn.session_update(session_id=session_id, update=acp.update_agent_message_text(told))
         finally:
             live.turn = None
+            if live.session.trajectory_id:
+                await asyncio.to_thread(remember, live.session.store.root, session_id, live.session.trajectory_id)
         return schema.PromptResponse(stop_reason=stop_reason(live.session.last_status, live.cancelled))
 
     async def cancel(self, session_id: str, **kwargs) -> None:
@@ -160,11 +213,21 @@ class CodeagentAgent:
 
     # -- from the session's thread --------------------------------------------------------------
 
+    async def _write(self, session_id: str, live: Live, write: FileWrite) -> None:
+        """One file written through the editor; a failure is said, and the file tried again later."""
+        try:
+            await self.conn.write_text_file(session_id=session_id, path=write.path, content=write.content)
+        except Exception as exc:  # noqa: BLE001 - the editor refused or failed: the patch file still has it
+            if live.files is not None:
+                live.files.failed(write)
+            await self.conn.session_update(session_id=session_id, update=acp.update_agent_message_text(
+                f"\n[warning] the editor did not write {write.relative}: {exc}\n"))
+
     def _emit(self, live: Live, event: Event) -> None:
         turn = live.turn
         if turn is None:
             return  # between turns (a background notice): nobody is listening
-        updates = live.translate(event)
+        updates = [*live.translate(event), *live.file_updates()]
         if isinstance(event, SessionChanged) and not live.session.busy:
             updates = [*updates, END]
         assert self.loop is not None  # connected
@@ -180,8 +243,12 @@ class CodeagentAgent:
         options.append(schema.PermissionOption(option_id="reject", name="Reject", kind="reject_once"))
         live = self.sessions.get(session_id)
         call_id = live.translate.last_call if live is not None else ""  # asked right after its ToolCalled
+        shown = live.translate.shown(request.arguments) if live is not None and request.kind == "edit" else None
+        diff = [acp.tool_diff_content(str(shown), request.change[1], request.change[0])] \
+            if shown is not None and request.change is not None else None  # the edit, shown before it runs
         tool_call = schema.ToolCallUpdate(tool_call_id=call_id or "approval", title=request.title,
-                                          raw_input=request.arguments)
+                                          raw_input=request.arguments, content=diff,
+                                          locations=[schema.ToolCallLocation(path=str(shown))] if shown else None)
         try:
             response = await self.conn.request_permission(session_id=session_id, tool_call=tool_call,
                                                           options=options)
@@ -202,6 +269,21 @@ class CodeagentAgent:
         if live is None:
             raise acp.RequestError.invalid_params({"sessionId": f"no such session: {session_id}"})
         return live
+
+
+def _check_folder(cwd: str) -> None:
+    if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        raise acp.RequestError.invalid_params({"cwd": f"not an absolute path to a folder: {cwd}"})
+
+
+def _modes(live: Live) -> schema.SessionModeState:
+    return schema.SessionModeState(current_mode_id=live.session.mode, available_modes=[
+        schema.SessionMode(id=mode, name=mode, description=text) for mode, text in MODES.items()])
+
+
+def _until_idle(live: Live) -> None:
+    while live.session.busy:
+        time.sleep(0.05)
 
 
 def prompt_text(blocks: list) -> str:

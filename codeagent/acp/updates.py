@@ -11,6 +11,7 @@ from acp import helpers
 from ..events import Event, ModelDelta, ModelOutput, Observed, ToolCalled
 from ..run.session import Notice
 from ..run.session.approval import EDIT_COMMANDS, _edit_path, classify
+from .editor_files import host_path
 
 OUTPUT_LIMIT = 20_000  # characters of a tool's output shown in the editor (the model saw all of it)
 KINDS = {"bash": "execute", "web_fetch": "fetch", "search": "search", "find_file": "search", "submit": "other"}
@@ -34,14 +35,17 @@ def tool_title(tool: str, arguments: dict[str, Any]) -> str:
 
 class Translator:
     """One session's events -> updates. `read_file(path) -> bytes` reads the sandbox (OSError: none);
-    `root`: the user's folder, where the editor shows an edited file."""
+    `root`: the user's folder, where the editor shows an edited file; `workdir()`: the sandbox's folder for
+    it. A path outside `root` (the model's `/etc/...`, `../../x`) is shown neither as a location nor a diff."""
 
-    def __init__(self, root: str, read_file):
+    def __init__(self, root: str, read_file, workdir=lambda: "/testbed"):
         self.root = Path(root)
         self.read_file = read_file
+        self.workdir = workdir
         self._streamed_steps: set[int] = set()  # steps whose text came as deltas
         self.last_call = ""  # the latest tool call's id (an approval asked is about it)
-        self._before: dict[str, tuple[str, str | None]] = {}  # an edit's path and file before it ran, by call id
+        self._before: dict[str, tuple[str, Path, str | None]] = {}  # an edit's path, where the editor shows
+        # it and the file before it ran, by call id
 
     def __call__(self, event: Event) -> list:
         if isinstance(event, ModelDelta) and event.text:
@@ -53,11 +57,12 @@ class Translator:
             self.last_call = event.call_id
             kind = tool_kind(event.tool, event.arguments)
             locations = None
-            if event.tool == "editor" and event.arguments.get("path"):
-                path = _edit_path(event.arguments)
-                locations = [{"path": str(self.root / path)}]
+            shown = self.shown(event.arguments) if event.tool == "editor" else None
+            if shown is not None:
+                path = _edit_path(event.arguments, self.workdir())
+                locations = [{"path": str(shown)}]
                 if kind == "edit":
-                    self._before[event.call_id] = (path, self._read(path))
+                    self._before[event.call_id] = (path, shown, self._read(path))
             return [helpers.start_tool_call(event.call_id, tool_title(event.tool, event.arguments), kind=kind,
                                             status="pending", raw_input=event.arguments, locations=locations)]
         if isinstance(event, Observed):
@@ -73,13 +78,18 @@ class Translator:
             return [helpers.update_agent_thought_text(event.text + "\n")]
         return []
 
-    def _diff(self, event: Observed, path: str, old: str | None) -> list:
+    def shown(self, arguments: dict[str, Any]) -> Path | None:
+        """Where the editor shows an editor call's file (None: no path, or one outside the folder)."""
+        path = arguments.get("path")
+        return host_path(self.root, self.workdir(), path) if isinstance(path, str) and path else None
+
+    def _diff(self, event: Observed, path: str, shown: Path, old: str | None) -> list:
         if event.error:
             return []
         new = self._read(path)
         if new is None or new == old:
             return []
-        return [helpers.tool_diff_content(str(self.root / path), new, old)]
+        return [helpers.tool_diff_content(str(shown), new, old)]
 
     def _read(self, path: str) -> str | None:
         try:

@@ -37,7 +37,7 @@ from . import hook_points
 from .instructions import read_instructions
 from .modes import switch_messages
 from .prompts import render
-from .run_types import Approval, Approver, RunResult, RunState, Stop
+from .run_types import Approval, Approver, RunResult, RunState, Stop, last_reply_text
 from .step import Stepping
 from .subagents import Subagents
 
@@ -64,6 +64,7 @@ class Agent(Stepping):
         self._instructions = ""  # the repository's AGENTS.md files (instructions.py), for the system prompt
         self.mode = config.agent.mode  # plan: read-only tools only (modes.py); the TUI switches it between steps
         self.interactive = False  # a user answers (TUI, headless solve): a plain reply ends the run as `answered`
+        self.fresh_sandbox = False  # the caller's word: the sandbox is its snapshot as made (no patch in it yet)
         self._hooks = Hooks(config.hooks, warn=self.warn)
         self.keep_tools_open = False  # MCP servers: True keeps them from the first run until close()
         self._open_tools: contextlib.ExitStack | None = None
@@ -165,6 +166,7 @@ class Agent(Stepping):
         state = RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
         status, message = ExitStatus.INTERRUPTED, ""
+        earlier = len(messages)  # the replies of this run come after these
         try:
             if resume is None:
                 self._start_hooks(instance_prompt or task.problem_statement, messages, writer)
@@ -183,8 +185,10 @@ class Agent(Stepping):
         finally:
             self._sandbox = None
             context.close()
-            try:
-                patch = self._final_patch(sandbox, context, state)
+            try:  # a fresh sandbox in which no tool ran has no change: it need not be asked (a question's answer
+                # is not kept waiting for a diff)
+                untouched = self.fresh_sandbox and resume is None and state.tool_calls == 0
+                patch = "" if untouched else self._final_patch(sandbox, context, state)
                 too_large = patches.too_large(patch, config.limits.max_patch_bytes)
             except PatchTooLarge as exc:  # never read out of the sandbox
                 patch, too_large = "", str(exc)
@@ -196,10 +200,11 @@ class Agent(Stepping):
             seconds = time.monotonic() - started
             writer.update(patch=patch, exit_status=status, exit_message=message, wall_seconds=seconds)
             writer.close()
+        answer = last_reply_text(messages[earlier:])
         emit(Finished(exit_status=status, message=message, patch=patch, steps=state.steps, cost=state.cost,
-                      seconds=seconds, trajectory_id=run_id, trajectory_path=str(writer.path)))
+                      seconds=seconds, trajectory_id=run_id, trajectory_path=str(writer.path), answer=answer))
         return RunResult(status, message, patch, state.steps, state.cost, seconds, run_id, str(writer.path),
-                         writer.lost or "")
+                         writer.lost or "", answer)
 
     # -- pieces --------------------------------------------------------------------------------
 

@@ -37,6 +37,17 @@ class RunResult:
     trajectory_id: str
     trajectory_path: str
     record_lost: str = ""  # why the trajectory could not be (fully) written; the patch is here all the same
+    answer: str = ""  # the text of the run's last reply (`answered`: the agent's answer or plan)
+
+
+def last_reply_text(messages: list[dict]) -> str:
+    """The text of the last assistant message ("" when there is none, or it has no text)."""
+    from ..models.tokens import message_text
+
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            return message_text(message.get("content")).strip()
+    return ""
 
 
 @dataclass

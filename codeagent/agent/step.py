@@ -74,6 +74,7 @@ class Stepping(ToolCalling):
                 state.tool_calls += 1
                 emit(ToolCalled(step=index, call_id=call.id, tool=call.name, arguments=call.arguments))
                 approval = ("", "")
+                called = time.monotonic()
                 try:
                     result, approval = self._call_tool(call, context, early.get(call.id))
                 except KeyboardInterrupt:  # Ctrl-C in a headless run: the step is kept, then the run ends
@@ -82,6 +83,8 @@ class Stepping(ToolCalling):
                     self.interrupt()  # the command in flight is killed too
                     result = ToolResult("Interrupted by the user while it ran.", error=True)
                 interrupted = self._interrupted.is_set()
+                if interrupted and not result.seconds:  # it ran until the interrupt: that long, not 0 s
+                    result.seconds = time.monotonic() - called
                 tool_seconds += result.seconds
                 submitted = result.submitted
                 state.edited |= not self.tools.read_only(call.name)

@@ -198,7 +198,7 @@ class fork:  # noqa: N801 - a context manager, used as `with fork(context) as sa
 
 
 def _observation(outcome: Outcome) -> str:
-    head = (f"Subagent {outcome.name} finished ({outcome.exit_status}, {outcome.steps} steps, "
+    head = (f"Subagent {outcome.name} finished ({outcome.exit_status}, {outcome.steps} step{'' if outcome.steps == 1 else 's'}, "
             f"${outcome.cost:.4f}); its trajectory: {outcome.trajectory_id or 'none'}.")
     report = outcome.report.strip() or "(it gave no report)"
     if not outcome.patch.strip():

@@ -4,13 +4,19 @@ setup_commands.py (doctor, sandbox); the other groups are mounted from their pac
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
-import click
+from .. import interrupts
 
-from .. import __version__
-from ..interrupts import forget_handled_interrupt
+if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") == "codeagent":
+    interrupts.install()  # the command line: a Ctrl-C while it is imported waits for main() (interrupts.py)
+
+import click  # noqa: E402
+
+from .. import __version__  # noqa: E402
+from ..interrupts import forget_handled_interrupt  # noqa: E402
 
 # The exit codes of `codeagent solve` (documented in the README): 0 a patch was submitted (and
 # applied, with --apply), or in plan mode the agent answered; 1 the run ended without one, or --apply refused; 2 a usage error; 3 the
@@ -125,6 +131,7 @@ def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so sandboxes are 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
+        interrupts.ready()  # a Ctrl-C never lands inside an import; one held until now is raised here
         cli(prog_name="codeagent")
         code = 0
     except KeyboardInterrupt:
@@ -165,9 +172,9 @@ def _leave(code) -> None:
 
 
 def _model_check_running() -> bool:
-    if "codeagent.run.solve" not in sys.modules:
+    if "codeagent.run.model_check" not in sys.modules:
         return False
-    from ..run.solve import model_check_running
+    from ..run.model_check import model_check_running
 
     return model_check_running()
 

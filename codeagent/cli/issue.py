@@ -49,14 +49,14 @@ def read_issue_file(path: str) -> str:
 def custom_command(config, repo: str, text: str) -> str:
     """`/name args` naming a custom command (run/commands.py): its body, rendered; its allowed-tools
     become the tools this run offers. Any other text is returned as it is."""
+    if not text.lstrip().startswith("/"):
+        return text  # before the imports: a session's modules are not on a plain issue's path (the model check)
     from pathlib import Path
 
     from ..run.commands import custom_commands, find_command
     from ..run.session.slash import COMMANDS
     from ..tools.registry import available_tools
 
-    if not text.lstrip().startswith("/"):
-        return text
     commands = custom_commands(config, repo if Path(repo).is_dir() else None, reserved=COMMANDS,
                                warn=lambda line: click.echo(line, err=True))
     found = find_command(commands, text)

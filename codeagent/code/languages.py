@@ -5,7 +5,8 @@ Adding a language is adding one file: file extensions, where its grammar comes f
 tree-sitter queries (definitions, references). Nothing else branches on language.
 
 Definition query captures:
-  @definition.class / .function / .method / .module (a namespace)  the whole definition node
+  @definition.class / .interface / .type / .enum / .record / .function / .method / .module (a namespace)
+                                            the whole definition node; the part after the dot is the kind shown
   @name                                     its name node (one per match)
 Reference query captures:
   @reference                                an identifier that may name a definition elsewhere

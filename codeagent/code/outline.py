@@ -24,7 +24,7 @@ _WHITESPACE = re.compile(r"\s+")
 class Symbol:
     name: str
     qualname: str  # dotted path of enclosing definitions, e.g. "Outer.Inner.method"
-    kind: str  # "class" | "function" | "method" | "module" (a namespace)
+    kind: str  # a capture's name: "class" | "interface" | "type" | "enum" | "record" | "function" | "method" | "module"
     start_line: int  # 1-based, including decorators
     end_line: int  # 1-based, inclusive
     name_line: int  # 1-based line of the `def`/`class` keyword
@@ -99,6 +99,9 @@ def outline(
     )
 
 
+TYPE_KINDS = frozenset({"class", "interface", "type", "enum", "record", "struct", "trait"})  # a function in one: a method
+
+
 def symbols_of(parsed: ParsedFile) -> list[Symbol]:
     """All definitions in a parsed file, in source order, with qualified names."""
     spec = parsed.spec
@@ -118,7 +121,7 @@ def symbols_of(parsed: ParsedFile) -> list[Symbol]:
             continue
         parent = _enclosing_definition(definition, by_id)
         name = parsed.text(name_node)
-        if kind == "function" and parent is not None and parent.kind == "class":
+        if kind == "function" and parent is not None and parent.kind in TYPE_KINDS:
             kind = "method"
         outer, decorators = _with_wrappers(definition, spec.wrapper_types, parsed)
         symbol = Symbol(

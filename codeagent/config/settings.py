@@ -85,6 +85,8 @@ class AgentSettings(_Section):
     localize: bool = True  # add ranked candidate files to the first prompt
     mode: Literal["normal", "plan"] = "normal"  # plan: read-only tools, a plain answer ends the run (agent/modes.py)
     write_through: bool = False  # each change the agent makes is written to your working tree at once
+    repository_history: bool = True  # solve: your branches' history in the sandbox (run/history.py); false seals
+    # it as eval and training always are
     # The `subagent` tool (agent/subagents.py): a sub-task run in its own sandbox, a copy of the current one.
     # Offered only when on; none of these may come from an untrusted repository (they pay for runs).
     subagents: bool = False

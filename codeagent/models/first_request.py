@@ -1,6 +1,7 @@
 """A run's first request to a self-hosted OpenAI-compatible server (`--api-base`), sent without waiting
 for litellm's import (seconds of CPU at launch): litellm is imported in the background meanwhile, while the
-server thinks, and the reply is put together by litellm as before (the same response, usage and cost).
+server thinks, and the reply is put together here (`assemble`: the same response and usage as litellm's, and
+no cost, as litellm knows no price for these names), so that the first reply is not kept waiting either.
 
 Taken only where litellm would send the request as it is: a `openai/` or `hosted_vllm/` name at an
 api_base, no extra litellm options, a name litellm's price table has no entry for (litellm then assumes
@@ -128,6 +129,34 @@ def read_events(response) -> list[dict] | None:
                     arguments=function.get("arguments") or ""))
     finished = any(choice.get("finish_reason") for chunk in chunks for choice in chunk.get("choices") or [])
     return chunks if finished else None
+
+
+def assemble(chunks: list[dict]) -> dict:
+    """A streamed reply's chunks as one chat.completion (what litellm's stream_chunk_builder makes of them):
+    the text and each tool call's arguments joined, the last finish reason, the usage."""
+    text: list[str] = []
+    calls: dict[int, dict] = {}
+    finish, usage = None, None
+    for chunk in chunks:
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text.append(delta.get("content") or "")
+            for piece in delta.get("tool_calls") or []:
+                call = calls.setdefault(piece.get("index") or 0, {"id": "", "type": "function",
+                                                                   "function": {"name": "", "arguments": ""}})
+                call["id"] = call["id"] or piece.get("id") or ""
+                function = piece.get("function") or {}
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = [calls[index] for index in sorted(calls)]
+    first = chunks[0] if chunks else {}
+    return {"id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
+            "model": first.get("model"), "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage or {}}
 
 
 class Loader:

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from . import first_request, progress
+from . import first_request, progress, server_check
 from .cancel import cancelled, on_cancel, pause
 from .errors import (
     ModelConfigError,
@@ -133,6 +133,7 @@ class LiteLLMModel:
         self.stream = stream
         self._checked = False
         self._probed = False
+        self._server_probed = False
         self._native: bool | None = None
         self._gives_ids: bool | None = None  # the api_base's server answers with token ids (None: not asked yet)
         self._light: str | None = None  # the provider, while the first request goes out without litellm
@@ -182,16 +183,17 @@ class LiteLLMModel:
                 response, failed = None, _classify(_LOADER.wait(), status, self.name)  # its first attempt
             if light and cancelled():
                 raise ModelUnavailable(f"model {self.name!r}: the call was cancelled")
-            litellm = _LOADER.wait() if light else litellm
-            if response is None:
+            if response is None:  # the light request failed: litellm sends it (the light reply needs no litellm)
+                litellm = _LOADER.wait() if light else litellm
                 response = self._call_with_retries(litellm, request, deadline, failed)
         finally:
             self._light = None if light else self._light  # one light request: litellm is there for the rest
         return self._to_response(litellm, response, native, tool_names(tools))
 
-    def _send_light(self, request: dict, deadline: float | None):
-        """The request sent with httpx while litellm is imported in the background, its reply as litellm's
-        response; None on any failure (litellm sends it again and judges the failure)."""
+    def _send_light(self, request: dict, deadline: float | None) -> dict | None:
+        """The request sent with httpx while litellm is imported in the background, its reply as the dict of
+        litellm's response (put together here: the reply is not kept waiting for the import); None on any
+        failure (litellm sends it again and judges the failure)."""
         import httpx
 
         assert self._light is not None and self.api_base is not None
@@ -215,10 +217,8 @@ class LiteLLMModel:
                     answer.close()
             if reply is None or cancelled():
                 return None
-            litellm = _LOADER.wait()
-            response = litellm.ModelResponse(**reply) if whole else litellm.stream_chunk_builder(
-                [litellm.ModelResponseStream(**chunk) for chunk in reply], messages=request["messages"])
-            return response if response is not None and response.model_dump().get("choices") else None
+            response = reply if whole else first_request.assemble(reply)
+            return response if isinstance(response, dict) and response.get("choices") else None
         except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError):
             return None
         finally:
@@ -245,10 +245,10 @@ class LiteLLMModel:
             return False
         if self._gives_ids is None:
             self._gives_ids = _server_gives_token_ids(self.api_base)
-            if self._gives_ids is False:
-                log.warning("model %s: the server at %s does not say it gives token ids (not codeagent serve "
-                            "or vLLM): this run records no token ids and will not be token-exact",
-                            self.name, _endpoint(self.api_base))
+            if self._gives_ids is False:  # said at INFO: a warning at every run was noise (`doctor` says it)
+                log.info("model %s: the server at %s does not say it gives token ids (not codeagent serve "
+                         "or vLLM): this run records no token ids and will not be token-exact",
+                         self.name, _endpoint(self.api_base))
         return bool(self._gives_ids)
 
     def check(self) -> None:
@@ -263,41 +263,28 @@ class LiteLLMModel:
 
     def probe(self, paid: bool = False) -> None:
         """One cheap request, before anything is built on the model (front ends call it with `check`):
-        with an api_base, GET {api_base}/models (free): a server that is not there raises
-        ModelUnavailable naming host:port, and one that lists its models without this one raises
-        ModelConfigError. Without an api_base, only when `paid` (the user switches models), a one-token
-        completion: a rejected key or an unknown model raises ModelConfigError. Once per model; the
-        server is asked before litellm is imported (seconds), so that a dead one is told at once."""
-        if not self._probed and self.api_base:
-            self._probe_server()
+        with an api_base, its server's free model list (`probe_server`). Without an api_base, only when
+        `paid` (the user switches models), a one-token completion: a rejected key or an unknown model
+        raises ModelConfigError. Once per model; the server is asked before litellm is imported (seconds),
+        so that a dead one is told at once."""
+        self.probe_server()
         self.check()
         if not self._probed and not self.api_base and paid:
             self._probe_completion()
         self._probed = True
 
-    def _probe_server(self) -> None:
-        import httpx
+    def connect(self) -> None:
+        """With an api_base: ModelUnavailable at once (milliseconds) when nobody accepts a connection
+        there (models/server_check.py)."""
+        if self.api_base and not self._probed:
+            server_check.connect(self.name, self.api_base)
 
-        assert self.api_base is not None
-        url = self.api_base.rstrip("/") + "/models"  # never sent a key: only whether anyone answers
-        try:
-            answer = httpx.get(url, timeout=PROBE_TIMEOUT / 2)
-        except httpx.TimeoutException:
-            return  # someone is there; the run's own timeouts judge a slow server
-        except httpx.HTTPError as error:
-            if _connection_failed(error):
-                raise ModelUnavailable(f"model {self.name!r}: cannot connect to {_endpoint(self.api_base)}: "
-                                       f"{error}") from error
-            return
-        try:
-            served = [entry["id"] for entry in answer.json()["data"]] if answer.status_code == 200 else []
-        except (ValueError, KeyError, TypeError):
-            return
-        wanted = self.name.split("/", 1)[1] if "/" in self.name else self.name
-        if served and all(isinstance(name, str) for name in served) and wanted not in served:
-            shown = ", ".join(served[:5]) + (" ..." if len(served) > 5 else "")
-            raise ModelConfigError(f"model {self.name!r}: {_endpoint(self.api_base)} does not serve {wanted!r}; "
-                                   f"it serves {shown}")
+    def probe_server(self) -> None:
+        """With an api_base, once: GET {api_base}/models (free): a server that is not there raises
+        ModelUnavailable naming host:port, one that lists its models without this one ModelConfigError."""
+        if self.api_base and not self._probed and not self._server_probed:
+            server_check.check_listed(self.name, self.api_base)
+            self._server_probed = True
 
     def _probe_completion(self) -> None:
         litellm = _import_litellm()
@@ -419,7 +406,8 @@ class LiteLLMModel:
             return error if isinstance(error, _Retry) else _classify(litellm, error, self.name)
 
     def _to_response(self, litellm, response, native: bool, known_tools: list[str]) -> ModelResponse:
-        raw = response.model_dump()
+        """`response`: litellm's, or a light reply's dict (`litellm` None: its model has no litellm price)."""
+        raw = response if isinstance(response, dict) else response.model_dump()
         choice = raw["choices"][0]
         message = choice.get("message") or {}
         usage = raw.get("usage") or {}
@@ -453,6 +441,8 @@ class LiteLLMModel:
         return response
 
     def _cost(self, litellm, response) -> float | None:
+        if litellm is None:
+            return None  # a light reply: litellm's price table has no entry for the model
         try:
             return float(litellm.completion_cost(completion_response=response, model=self.name))
         except Exception:  # no price known for this model

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -114,25 +115,52 @@ def check_reachable(name: str, api_base: str | None, timeout: float) -> Check:
         request.add_header("anthropic-version", "2023-06-01")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (the user's own endpoint)
-            return Check("model server", OK, f"{url} answers (HTTP {response.status})")
+            listed = response.read(1 << 20)
+            exact = "" if not api_base or provider == "hosted_vllm" else _token_exact_note(listed)
+            return Check("model server", OK, f"{url} answers (HTTP {response.status}){exact}")
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             return Check("model server", FAIL, f"{url} refused the key (HTTP {exc.code})", f"check {key or 'its key'}")
         return Check("model server", WARN, f"{url} answered HTTP {exc.code}", "check the address (it should end "
                      "in /v1 for an OpenAI-compatible server)")
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Check("model server", FAIL, f"cannot reach {url} within {timeout:g}s: {reason}",
+        return Check("model server", FAIL, f"cannot reach {url}: {_why_unreachable(exc, timeout)}",
                      "start the server (e.g. `vllm serve NAME` or `ollama serve`), or fix --api-base / model.api_base")
+
+
+def _why_unreachable(error: BaseException, timeout: float) -> str:
+    """A refused connection, a name that does not resolve and a timeout, each in its own words."""
+    reason = getattr(error, "reason", error)
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (nothing listens at that address and port)"
+    if isinstance(reason, socket.gaierror):
+        return f"the host name does not resolve ({reason.strerror or reason})"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"no answer within {timeout:g}s"
+    return str(reason)
+
+
+def _token_exact_note(listed: bytes) -> str:
+    """Said here rather than at each run: a server that is not codeagent serve or vLLM gives no token ids."""
+    from ..models.litellm_wire import TOKEN_ID_SERVERS
+
+    try:
+        entries = json.loads(listed).get("data") or []
+    except (ValueError, AttributeError):
+        entries = []
+    if any(isinstance(entry, dict) and entry.get("owned_by") in TOKEN_ID_SERVERS for entry in entries):
+        return "; it gives token ids: runs are token-exact"
+    return ("; not codeagent serve or vLLM: its runs record no token ids (fine for solving; RL training wants "
+            "token-exact runs: serve the model with `codeagent serve` or vLLM)")
 
 
 def check_git(folder: Path) -> Check:
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True)
 
-    if git("rev-parse", "--is-inside-work-tree").stdout.strip() != "true":
-        return Check("git", WARN, f"{folder} is not a git repository",
-                     "cd into your repository, or `git init && git add -A && git commit -m start` here")
+    if git("rev-parse", "--is-inside-work-tree").stdout.strip() != "true":  # solve works on a plain folder
+        return Check("git", OK, f"{folder} is not a git repository: solve works on its files as they are (its "
+                     ".gitignore respected); the agent gets no history")
     head = git("rev-parse", "--short", "HEAD")
     if head.returncode != 0:
         return Check("git", WARN, f"{folder}: a git repository with no commit yet", "commit once: `git add -A && "

@@ -148,7 +148,7 @@ class ProgressPrinter:
                            markup=False)
 
     def _on_subagent_finished(self, event) -> None:
-        self.console.print(f"    ↳ subagent {event.name} finished: {event.exit_status}, {event.steps} steps, "
+        self.console.print(f"    ↳ subagent {event.name} finished: {event.exit_status}, {counted(event.steps, 'step')}, "
                            f"${event.cost:.4f}, {event.patch_lines} patch lines; trajectory {event.trajectory_id}",
                            style="blue", markup=False)
 
@@ -178,7 +178,7 @@ class ProgressPrinter:
             self.console.print()
             self._streamed = ""
         if self.compact:
-            self.console.print(f"run {event.trajectory_id}: {event.exit_status} · {event.steps} steps · "
+            self.console.print(f"run {event.trajectory_id}: {event.exit_status} · {counted(event.steps, 'step')} · "
                                f"${event.cost:.4f} · {event.seconds:.1f}s", markup=False)
             return
         self.console.rule("done", style="bold")
@@ -188,6 +188,11 @@ class ProgressPrinter:
                             else ""))
         self.console.print(f"steps: {event.steps} · cost: ${event.cost:.4f} · time: {event.seconds:.1f}s")
         self.console.print(f"trajectory: {event.trajectory_id} ({event.trajectory_path})")
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 step`, `2 steps`: a count with its noun (nouns that take an s)."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _describe_call(tool: str, arguments: dict) -> str:

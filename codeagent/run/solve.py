@@ -4,15 +4,16 @@ or N candidates (the one rule: `samples_candidates`), the patch file; and findin
 from __future__ import annotations
 
 import copy
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import patches
 from ..agent.loop import Agent, RunResult
+from ..agent.run_types import last_reply_text
 from ..config import Config
 from ..events import EventBus
-from ..models import Model, ModelConfigError, ReplayModel, ScriptedModel, make_model, model_from_settings
+from ..models import Model, ReplayModel, ScriptedModel, model_from_settings
 from ..sandbox import open_sandbox, sandbox_options, snapshot
 from ..sandbox.pool import WarmPool
 from ..sandbox.restore import restore_patch
@@ -23,6 +24,11 @@ from ..task import Task
 from ..trajectory.schema import Trajectory
 from ..trajectory.sessions import find_session
 from ..trajectory.store import TrajectoryError, TrajectoryStore
+from .history import PreparedHistory, give_history, sealed_history
+from .model_check import ModelCheck, model_check_running, preflight, resolve_model
+from .skill_mounts import with_skill_folders
+
+__all__ = ["ModelCheck", "SolveOutcome", "model_check_running", "preflight", "resolve_model", "solve"]
 
 
 @dataclass
@@ -70,70 +76,6 @@ def keep_patch(path: Path, patch: str) -> tuple[Path | None, str]:
     return None, why
 
 
-def resolve_model(config: Config, example: str | None) -> tuple[Model, bool]:
-    """The configured model; with none configured, the example's recorded trajectory (replay)."""
-    if config.model.name:
-        model = model_from_settings(config.model)
-        return model, config.model.name.startswith("replay:")
-    if example:
-        from .examples import example_replay
-
-        return make_model(f"replay:{example_replay(example)}"), True
-    raise ModelConfigError(
-        "no model configured: pass --model (e.g. --model gpt-4o, --model anthropic/claude-sonnet-4-20250514, "
-        "or --model hosted_vllm/NAME --api-base http://localhost:8000/v1), or set model.name in "
-        "~/.config/codeagent/config.yaml (or a trusted repository's .codeagent.yaml). The provider's key comes from "
-        "its usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)."
-    )
-
-
-def preflight(model: Model, paid: bool = False) -> None:
-    """Raise ModelConfigError if the model cannot be used as configured (e.g. its API key is not
-    set, a server does not serve it), ModelUnavailable if its server is not there: asked before any
-    sandbox is built, not found out after. `paid`: also one cheap completion for a model with no
-    api_base (`/model` asks it; a run does not pay for it)."""
-    probe, check = getattr(model, "probe", None), getattr(model, "check", None)
-    if callable(probe):
-        probe(paid=paid)  # the configuration's check included
-    elif callable(check):
-        check()
-
-
-MODEL_CHECK_THREAD = "codeagent-model-check"
-
-
-def model_check_running() -> bool:
-    """A model check is still going (its client's import): the process must not be torn down under it."""
-    return any(thread.name == MODEL_CHECK_THREAD and thread.is_alive() for thread in threading.enumerate())
-
-
-class ModelCheck:
-    """`preflight(model)` in a thread of its own, started as soon as the model is known: the model client's
-    import (litellm: seconds) and the check overlap the sandbox's start. `wait()` gives its error, if any, in
-    the caller's thread (Ctrl-C still lands there: the waiting is interruptible)."""
-
-    def __init__(self, model: Model):
-        self._error: BaseException | None = None
-        if callable(start_light := getattr(model, "start_light", None)):
-            start_light()  # a served model's first request need not wait for its client's import
-        self._thread = threading.Thread(target=self._check, args=(model,), name=MODEL_CHECK_THREAD,
-                                        daemon=True)  # a Ctrl-C exit does not wait for an import
-        self._thread.start()
-
-    def _check(self, model: Model) -> None:
-        try:
-            preflight(model)
-        except BaseException as error:  # noqa: BLE001 - handed to the caller by wait()
-            self._error = error
-
-    def wait(self) -> None:
-        while self._thread.is_alive():
-            self._thread.join(0.05)  # short waits: a signal's handler runs between them
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-
 def start_from_working_tree(task: Task) -> tuple[Task, str | None]:
     """A task on a local folder with no base commit starts from what the user sees: their working
     tree (uncommitted edits and untracked files that are not ignored), or the folder's files outside
@@ -170,18 +112,27 @@ def samples_candidates(config: Config, resume: Trajectory | None = None) -> bool
 def solve(task: Task, config: Config, model: Model, events: EventBus | None = None, *, replay: bool = False,
           resume: Trajectory | None = None, follow_up: str | None = None,
           sandbox_factory: SandboxFactory | None = None, localize: bool = True,
-          answers: bool = False, check: ModelCheck | None = None) -> SolveOutcome:
+          answers: bool = False, check: ModelCheck | None = None,
+          history: Callable[[str], None] | None = None) -> SolveOutcome:
     """Solve the task: one agent run, or config.scaling.candidates runs verified and one selected.
     `sandbox_factory` opens each sandbox (default: from config.sandbox on the task's repository);
     with candidates, through a warm pool of it. `answers`: someone reads the reply (`solve`, not a
     batch): one run's plain reply without a tool call is an answer (`answered`), not a format error.
     `check`: the model's check, started earlier (default: started now); the first sandbox starts while it
-    runs, and is removed if the check fails."""
+    runs, and is removed if the check fails. `history(line)`: one run gets the repository's history in its
+    sandbox (run/history.py) and the line says what was given; None (eval, training): sealed."""
     events = events or EventBus()
     check = check or ModelCheck(model)
+    prepared = None
     if sandbox_factory is None:
         snap, options = snapshot(task.repo, task.base_commit), sandbox_options(config.sandbox)
+        if history is not None and config.agent.repository_history and not samples_candidates(config, resume):
+            prepared = PreparedHistory(snap, task.repo)  # made while the sandbox starts
+        if answers:  # a session someone follows uses the skills: their folders go in the sandbox
+            options = with_skill_folders(options, config, task.repo)
         sandbox_factory = lambda: open_sandbox(snap, **options)  # noqa: E731
+    if samples_candidates(config, resume) and history is not None:
+        task = recorded_history(task, {"given": False, "note": "several candidates run sealed (no history)"})
     if samples_candidates(config, resume):
         # the next sandboxes start while the model thinks (the engine's start is the cost); the ones
         # nobody took (candidates and verifiers done) are removed on the way out
@@ -191,25 +142,38 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
             return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
-                      follow_up=follow_up, localization=hint, answers=answers, check=check)
+                      follow_up=follow_up, localization=hint, answers=answers, check=check, history=history,
+                      prepared=prepared)
 
 
 def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandbox_factory: SandboxFactory, *,
                replay: bool, resume: Trajectory | None, follow_up: str | None, localization: str,
-               answers: bool = False, check: ModelCheck | None = None) -> SolveOutcome:
+               answers: bool = False, check: ModelCheck | None = None,
+               history: Callable[[str], None] | None = None, prepared: PreparedHistory | None = None) -> SolveOutcome:
     """One agent run in a new sandbox; with `resume`, that session continues: its patch is applied
     in the new sandbox first and `follow_up` is the next user turn."""
     agent = Agent(model, config, events=events)
     agent.interactive = answers
+    agent.fresh_sandbox = resume is None  # made from the snapshot: nothing restored in it
     with sandbox_factory() as sandbox:
         if check is not None:
             check.wait()
+        if history is not None:
+            given = sealed_history() if not config.agent.repository_history else prepared.give(sandbox) \
+                if prepared is not None else give_history(sandbox, snapshot(task.repo, task.base_commit), task.repo)
+            history(given["note"])
+            task = recorded_history(task, given)
         if resume is not None:
             restore_patch(sandbox, resume.patch or "")
         result = agent.run(task, sandbox, localization=localization, replay=replay, resume=resume,
                            follow_up=follow_up)
     patch_file, moved = keep_patch(Path(result.trajectory_path).with_suffix(".patch"), result.patch)
     return SolveOutcome(result, patch_file, patch_moved=moved)
+
+
+def recorded_history(task: Task, given: dict) -> Task:
+    """The task as the trajectory records it: with what history its sandbox had (run/history.py)."""
+    return task.model_copy(update={"extra": {**task.extra, "repository_history": given}})
 
 
 def continue_with_session_model(config: Config, session: Trajectory, flags: dict) -> None:
@@ -256,10 +220,11 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
             trajectory = store.load(chosen.trajectory_id)
             steps, cost, seconds, lost = (len(trajectory.steps), trajectory.totals.cost or 0.0,
                                           trajectory.totals.wall_seconds or 0.0, "")
+            answer = last_reply_text(trajectory.messages)
         except (TrajectoryError, OSError) as error:  # the store could not hold it: the patch is kept all the same
-            steps, cost, seconds, lost = 0, 0.0, 0.0, str(error)
+            steps, cost, seconds, lost, answer = 0, 0.0, 0.0, str(error), ""
         run = RunResult(chosen.exit_status or "", result.selection.why, chosen.patch, steps, cost, seconds,
-                        chosen.trajectory_id, str(path), lost)
+                        chosen.trajectory_id, str(path), lost, answer)
         patch_file = path.with_suffix(".patch")
     kept, moved = keep_patch(patch_file, run.patch)
     return SolveOutcome(run, kept, result, patch_moved=moved)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..events import Event, EventBus, Finished, ModelOutput, ModelRetry, Observed, RunStarted, StepStarted, ToolCalled
 from ..status import ExitStatus
+from .telemetry_exporters import metric_readers, span_processors
 
 ENABLE = "CODEAGENT_ENABLE_TELEMETRY"
 LOG_PROMPTS = "CODEAGENT_TELEMETRY_LOG_PROMPTS"
@@ -68,7 +69,7 @@ def start_telemetry(warn=None) -> Telemetry | None:
             warn(f"telemetry is off: {name}={os.environ[name]} is not supported (only http/protobuf)")
             return None
     try:
-        return Telemetry(log_prompts=_on(os.environ.get(LOG_PROMPTS)))
+        return Telemetry(log_prompts=_on(os.environ.get(LOG_PROMPTS)), warn=warn)
     except ImportError as error:
         warn(f"telemetry is off: the OpenTelemetry SDK is not installed ({error.name}); "
              "pip install 'codeagent[telemetry]'")
@@ -101,15 +102,11 @@ def provider_name(model: str, told: str = "") -> str:
 class Telemetry:
     """Turns events into spans and metric points. Thread-safe (candidates emit from their own threads)."""
 
-    def __init__(self, log_prompts: bool = False):
+    def __init__(self, log_prompts: bool = False, warn=None):
         from opentelemetry import trace
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         from .. import __version__
 
@@ -121,9 +118,10 @@ class Telemetry:
         resource = Resource.create(attributes)
         # shutdown_on_exit=False: the SDK's own exit hooks would wait out the exporter's timeout
         self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        self.tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-        self.meter_provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
+        for processor in span_processors(warn):
+            self.tracer_provider.add_span_processor(processor)
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=metric_readers(warn),
+                                            shutdown_on_exit=False)
         self.tracer = self.tracer_provider.get_tracer("codeagent", __version__)
         meter = self.meter_provider.get_meter("codeagent", __version__)
         self.tokens = meter.create_counter("codeagent.token.usage", unit="{token}",
@@ -207,8 +205,10 @@ class Telemetry:
             self.tokens.add(count, {**common, "gen_ai.token.type": kind})
             self.token_histogram.record(count, {**common, "gen_ai.token.type": kind})
         self.operation_duration.record(max(0.0, event.time - started), common)
+        run.input_tokens += event.prompt_tokens
+        run.output_tokens += event.completion_tokens
         if event.cost:
-            self.cost.add(event.cost, {"gen_ai.request.model": run.model})
+            self.cost.add(event.cost, {"gen_ai.request.model": request_model(run.model, run.provider)})
 
     def _on_patch_changed(self, event: Event) -> None:
         if (run := self._runs.get(event.run_id)) is not None:
@@ -217,13 +217,13 @@ class Telemetry:
     @staticmethod
     def _model_attributes(run: _Run, system: bool = True) -> dict[str, Any]:
         named = {"gen_ai.provider.name": run.provider, **({"gen_ai.system": run.provider} if system else {})}
-        return {"gen_ai.request.model": run.model, **(named if run.provider else {})}
+        return {"gen_ai.request.model": request_model(run.model, run.provider), **(named if run.provider else {})}
 
     def _chat_attributes(self, run: _Run) -> dict[str, Any]:
         return {"gen_ai.operation.name": "chat", **self._model_attributes(run)}
 
     def _chat_span(self, run: _Run, attributes: dict, started: float):
-        span = self.tracer.start_span(f"chat {run.model}", context=run.step_context(self._trace),
+        span = self.tracer.start_span(f"chat {request_model(run.model, run.provider)}", context=run.step_context(self._trace),
                                       attributes=attributes, start_time=_ns(started))
         for retry in run.retries:
             span.add_event("model_retry", {"attempt": retry.attempt, "reason": scrub(retry.reason),
@@ -289,7 +289,9 @@ class Telemetry:
             run.last = event.time
         run.end_step()
         run.span.set_attributes({"codeagent.exit_status": status, "codeagent.steps": event.steps,
-                                 "codeagent.cost_usd": event.cost, "codeagent.wall_seconds": event.seconds})
+                                 "codeagent.cost_usd": event.cost, "codeagent.wall_seconds": event.seconds,
+                                 "gen_ai.usage.input_tokens": run.input_tokens,  # the run's totals
+                                 "gen_ai.usage.output_tokens": run.output_tokens})
         if status in FAILED:
             run.span.set_attribute("error.type", status)
             run.span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, status))
@@ -318,6 +320,13 @@ class Telemetry:
         deadline = time.monotonic() + seconds
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
+
+
+def request_model(model: str, provider: str) -> str:
+    """gen_ai.request.model: the model's name as its provider knows it, without LiteLLM's `provider/` prefix
+    (`openai/gpt-4o` asks OpenAI for `gpt-4o`; `hosted_vllm/Qwen/Qwen3-8B` a server for `Qwen/Qwen3-8B`)."""
+    prefix = model.split("/", 1)[0]
+    return model.split("/", 1)[1] if "/" in model and provider in (prefix, f"codeagent.{prefix}") else model
 
 
 class _Once(logging.Handler):
@@ -352,6 +361,7 @@ class _Run:
         self.last = 0.0  # when the open step's latest event happened: where it ends
         self.tools: dict[str, Any] = {}  # call id: its open span
         self.retries: list[ModelRetry] = []
+        self.input_tokens = self.output_tokens = 0  # the run's model calls, all together
 
     def step_context(self, trace):
         return trace.set_span_in_context(self.step if self.step is not None else self.span)

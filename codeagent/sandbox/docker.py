@@ -61,10 +61,11 @@ class DockerSandbox(DockerRecovery):
 
     def __init__(self, snapshot: RepoSnapshot, *, image: str | None = None, workdir: str = "/testbed",
                  limits: Limits | None = None, output_limit: int | None = None, prepared_image: str | None = None,
-                 network_name: str | None = None):
+                 network_name: str | None = None, read_only: dict[str, str] | None = None):
         """`image`: the base to put the repository on (default: codeagent's base image).
         `prepared_image`: an image that already holds the repository at `workdir` as a one-commit
-        repository tagged codeagent-base (the harness's instance images); used as it is."""
+        repository tagged codeagent-base (the harness's instance images); used as it is.
+        `read_only`: host folders mounted read-only, each at its path in the container (skills' folders)."""
         self.snapshot = snapshot
         self.workdir = workdir
         self.limits = limits or Limits()
@@ -84,9 +85,11 @@ class DockerSandbox(DockerRecovery):
         self._pending_notes: list[str] = []  # for the next command's output
         # read-only: the shell can still write to the FIFOs (EROFS covers files, dirs and links
         # only), but can create nothing on the host
-        volumes = {str(self._io_dir): {"bind": MOUNT_POINT, "mode": "ro"}} if self._io_dir else None
+        volumes = {str(self._io_dir): {"bind": MOUNT_POINT, "mode": "ro"}} if self._io_dir else {}
+        self.read_only = dict(read_only or {})
+        volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in self.read_only.items()})
         try:
-            self.container = self._start_container(volumes, image or base_image_tag())
+            self.container = self._start_container(volumes or None, image or base_image_tag())
         except BaseException:
             remove_io_dir(self._io_root)
             raise

@@ -26,6 +26,7 @@ DESCRIPTION_CHARS = 1_024
 BODY_CHARS = 60_000
 FILE_BYTES = 256_000  # a file the model asks for is read up to this much
 MAX_LISTED = 200
+SANDBOX_SKILLS = "/opt/codeagent/skills"  # where a Docker sandbox has the skills' folders, read-only (run/skill_mounts.py)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 
@@ -202,7 +203,22 @@ def skill(context: ToolContext, name: str, file: str | None = None) -> str:
     if found.allowed_tools:
         lines += ["", f"This skill expects the tools: {', '.join(found.allowed_tools)}."]
     beside = files_beside(found)
-    if beside:
+    where = in_sandbox(context, found)
+    if beside and where:
+        lines += ["", f"The skill's files are in the sandbox, read-only, at {where}: run the commands this skill "
+                  f"gives from there (e.g. `bash {where}/{beside[0]}` for its {beside[0]}), or read one with this "
+                  "tool's `file` argument:", *(f"- {path}" for path in beside)]
+    elif beside:
         lines += ["", "Files beside SKILL.md (they are not in the sandbox: read one with this tool's `file` "
                   "argument):", *(f"- {path}" for path in beside)]
     return "\n".join(lines)
+
+
+def in_sandbox(context: ToolContext, found: Skill) -> str | None:
+    """Where the sandbox has the skill's folder (None: it has not): its read-only mount in a Docker sandbox;
+    the folder itself for a local sandbox, which runs on this machine."""
+    sandbox = context.sandbox
+    if getattr(sandbox, "kind", "") == "local":
+        return str(found.folder)
+    mounted = getattr(sandbox, "read_only", None)
+    return mounted.get(str(found.folder)) if isinstance(mounted, dict) else None

@@ -53,7 +53,9 @@ def read_header(path: Path) -> SessionHeader | None:
         if header.get("parent_id"):  # a subagent's run: its parent is the session
             return None
         task = header.get("task") or {}
-        issue = (task.get("problem_statement") or "").strip().splitlines()
+        extra = task.get("extra")
+        title = extra.get("title") if isinstance(extra, dict) else None  # a custom command's session: as typed
+        issue = str(title or task.get("problem_statement") or "").strip().splitlines()
         return SessionHeader(id=header["id"], created=str(header.get("created", ""))[:19].replace("T", " "),
                              repo=str(task.get("repo", "")), issue=issue[0] if issue else "")
     except (OSError, ValueError, KeyError, TypeError):

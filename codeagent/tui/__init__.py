@@ -42,7 +42,7 @@ def run_tui(config: Config, model: Model | None, *, repo: str | Path = ".", comm
             follow_up: str | None = None, apply_repo: str | Path | None | bool = True,
             store: TrajectoryStore | None = None) -> int:
     """Run the TUI until the user quits; the sandbox is removed on the way out. Returns the exit
-    code: 0, or 1 when the app itself failed.
+    code: 0 (/quit, Ctrl-Q), 130 (Ctrl-C twice), or 1 when the app itself failed.
 
     - `task`: start on it at once (--issue, --issue-file, --example); else the user types the issue.
     - `resume`: a trajectory id or prefix, or "last" (this repository's latest session): reopen it
@@ -72,7 +72,7 @@ def run_tui(config: Config, model: Model | None, *, repo: str | Path = ".", comm
             from ..sandbox.docker import close_all
 
             close_all()  # candidates' sandboxes still starting or running when the user quit
-    summary = exit_summary(session)
+    summary = exit_summary(session, task)
     if summary:
         print(summary)
     return app.return_code or 0

@@ -23,6 +23,7 @@ from ..run.session import ApprovalRequest, Decision, Session
 from ..run.session.approval import next_mode
 from ..run.session.message import completer, prepare, repo_files
 from ..run.session.slash import parse
+from ..run.session.summary import applied_state
 from ..task import Task
 from .approval_screen import ApprovalScreen
 from .candidates import CandidatesPanel
@@ -57,6 +58,7 @@ class CodeagentApp(SlashCommands):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]
     CSS = """
     #main { height: 1fr; }
+    ToastRack { dock: top; align: right top; margin-bottom: 0; }  /* notices at the top: the input box stays free */
     Transcript.-hidden { display: none; }
     Screen.-narrow DiffPanel { width: 1fr; border-left: none; }
     """
@@ -79,6 +81,7 @@ class CodeagentApp(SlashCommands):
         self._diff_choice: bool | None = None  # None: shown when wide and there is a patch
         self._last_ctrl_c = 0.0
         self._quitting = False
+        self._quit_code = 0
         # Kept, not queried: while a dialog is open, queries would search the dialog's screen.
         self.transcript = Transcript(id="transcript")
         self.diff = DiffPanel(id="diff")
@@ -186,6 +189,7 @@ class CodeagentApp(SlashCommands):
     def action_interrupt(self) -> None:
         now = time.monotonic()
         if now - self._last_ctrl_c < DOUBLE_PRESS_SECONDS:
+            self._quit_code = 130  # interrupted, as the README's exit codes say (/quit is 0)
             self.action_quit()
             return
         self._last_ctrl_c = now
@@ -207,7 +211,7 @@ class CodeagentApp(SlashCommands):
                 self.session.close()
             finally:
                 try:
-                    self.call_from_thread(self.exit, 0)
+                    self.call_from_thread(self.exit, None, self._quit_code)
                 except RuntimeError:  # the app has already gone
                     pass
 
@@ -239,7 +243,7 @@ class CodeagentApp(SlashCommands):
     # -- helpers -------------------------------------------------------------------------------
 
     def _set_patch(self, patch: str) -> None:
-        self.diff.update_patch(patch)
+        self.diff.update_patch(patch, applied_state(self.session))
         self._layout_diff()
 
     def _layout_diff(self, width: int | None = None) -> None:
@@ -264,6 +268,7 @@ class CodeagentApp(SlashCommands):
 
     def _refresh_status(self) -> None:
         self.status_bar.show(self.session.status())
+        self.diff.show_applied(applied_state(self.session))  # after /apply: the patch is in the user's files
         if self._welcome.is_attached:  # the header says the mode and model of now, not of the start
             self._welcome.update(Content(self._welcome_text()))
 

@@ -24,6 +24,7 @@ from ..events import (
     SelectionMade,
     StepStarted,
 )
+from ..run.printers import counted
 from ..status import ExitStatus
 
 
@@ -45,7 +46,7 @@ class Candidate:
             style = "green" if self.status == ExitStatus.SUBMITTED else "red"
             text.append(f" · {self.phase}: ", style="dim")
             text.append(self.status, style=style)
-            text.append(f" · {self.steps} steps", style="dim")
+            text.append(f" · {counted(self.steps, 'step')}", style="dim")
         if self.scores:
             text.append(" · " + " ".join(f"{name}={value:.2f}" if isinstance(value, (int, float)) else f"{name}={value}"
                                          for name, value in self.scores.items()))

@@ -87,6 +87,7 @@ class DiffPanel(VerticalScroll):
     def __init__(self, **options):
         super().__init__(**options)
         self.patch = ""
+        self.applied = ""
         self._header = Static(Content("Patch: no changes yet"), classes="header")
         self._body = Static("")
 
@@ -97,15 +98,32 @@ class DiffPanel(VerticalScroll):
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda theme: self.update_patch(self.patch))
 
-    def update_patch(self, patch: str) -> None:
+    def update_patch(self, patch: str, applied: str | None = None) -> None:
+        """`applied`: where the patch is in the user's tree (run/session/summary.py's applied_state)."""
         self.patch = patch
+        self.applied = self.applied if applied is None else applied
         if not patch.strip():
             self._header.update(Content("Patch: no changes yet"))
             self._body.update("")
             return
-        added, removed, files = patch_stats(patch)
-        self._header.update(Content(f"Patch against the base commit · {files} file(s) · +{added} -{removed}"))
+        self._show_header()
         self._body.update(diff_content(patch, dark=self.app.current_theme.dark))
+
+    def show_applied(self, applied: str) -> None:
+        """The header says anew where the patch is in the user's tree (after /apply: already there)."""
+        if applied != self.applied:
+            self.applied = applied
+            if self.patch.strip():
+                self._show_header()
+
+    def _show_header(self) -> None:
+        added, removed, files = patch_stats(self.patch)
+        state = {"": "", "not applied": ""}.get(self.applied, f" · {self.applied}")
+        if self.applied.startswith("applied to "):
+            state += " (already in your files)"
+        elif self.applied.startswith("changed since"):
+            state += ": /apply writes the rest"
+        self._header.update(Content(f"Patch against the base commit · {files} file(s) · +{added} -{removed}{state}"))
 
 
 class PatchScreen(ModalScreen[None]):

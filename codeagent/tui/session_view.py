@@ -23,6 +23,7 @@ from ..events import (
     SubagentStarted,
     ToolCalled,
 )
+from ..run.printers import counted
 from ..run.session import Notice, Resumed, SamplingStarted, Session
 from .candidates import CandidatesPanel
 from .transcript import Transcript
@@ -83,7 +84,7 @@ class SessionView:
             case SubagentStarted():  # nested work: a line when it starts, one when it ends
                 transcript.add_notice(f"  ↳ subagent {event.name} ({event.tools}) started: {event.task.strip()[:200]}")
             case SubagentFinished():
-                transcript.add_notice(f"  ↳ subagent {event.name} finished: {event.exit_status}, {event.steps} steps, "
+                transcript.add_notice(f"  ↳ subagent {event.name} finished: {event.exit_status}, {counted(event.steps, 'step')}, "
                                       f"{event.patch_lines} patch lines (trajectory {event.trajectory_id})")
             case Notice():
                 transcript.add_notice(event.text, event.level)

@@ -10,7 +10,7 @@ from textual.message import Message
 
 from ..models import ModelConfigError, ModelError
 from ..run.commands import CustomCommand, custom_commands, find_command
-from ..run.printers import patch_stats
+from ..run.printers import counted, patch_stats
 from ..run.session import Session
 from ..run.session.approval import MODES
 from ..run.session.approval_rules import rules_command
@@ -147,7 +147,7 @@ class SlashCommands(App[int]):
     def _command_cost(self, argument: str) -> None:
         stats = self.session.state.stats
         self.transcript.add_notice(
-            f"{stats.steps} steps · {stats.prompt_tokens:,} prompt + {stats.completion_tokens:,} completion tokens · "
+            f"{counted(stats.steps, 'step')} · {stats.prompt_tokens:,} prompt + {stats.completion_tokens:,} completion tokens · "
             f"${stats.cost:.4f} · model {self.session.model_name}"
             + ("" if stats.cost else " (a replayed or unpriced model costs $0)"))
 
@@ -246,9 +246,10 @@ class SlashCommands(App[int]):
     def _send_custom(self, command: CustomCommand, arguments: str) -> None:
         """The command's body, rendered, is the user's message; its allowed-tools hold for that turn."""
         tools = frozenset(command.tool_names(self.session.tool_names())) if command.allowed_tools else None
-        outcome = self.session.submit(command.render(arguments), only_tools=tools)
+        typed = f"/{command.name} {arguments}".strip()
+        outcome = self.session.submit(command.render(arguments), only_tools=tools, title=typed)
         if outcome.accepted:
-            self.transcript.add_user(f"/{command.name} {arguments}".strip(), queued=outcome == "queued")
+            self.transcript.add_user(typed, queued=outcome == "queued")
         self._refresh_status()
 
 

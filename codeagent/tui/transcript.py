@@ -12,6 +12,7 @@ from textual.content import Content
 from textual.widgets import Collapsible, Markdown, Static
 
 from ..events import Finished, ModelDelta, ModelOutput, ModelRetry, ModelWaiting, Observed, RunStarted, ToolCalled
+from ..run.printers import counted
 from ..status import LIMITS, ExitStatus
 from ..visible import visible
 from .diff_panel import diff_content
@@ -301,7 +302,7 @@ class Transcript(VerticalScroll):
         self._end_live(event.run_id)  # a reply cut off by an interrupt or a limit
         icon, style = STATUS_ICONS.get(event.exit_status, ("!", "red" if "error" in event.exit_status else "yellow"))
         line = Content.assemble((f"{icon} {event.exit_status}", f"bold {style}"),
-                                (f" · {event.steps} steps · ${event.cost:.4f} · {event.seconds:.1f}s", "dim"))
+                                (f" · {counted(event.steps, 'step')} · ${event.cost:.4f} · {event.seconds:.1f}s", "dim"))
         self._add(Static(line, classes="finished"))
         self.add_notice(advice(event), "info" if event.exit_status in (ExitStatus.SUBMITTED, ExitStatus.ANSWERED)
                         else "warning")

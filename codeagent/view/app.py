@@ -100,7 +100,7 @@ def create_app(store_dir: str | Path | None, token: str, evals: Sequence[Path] =
         query = {"token": token, **{k: v for k, v in params.items() if v not in (None, "")}}
         return path + "?" + urlencode(query)
 
-    env.globals.update(link=link, quote=lambda text: quote(str(text), safe=""), fmt=_fmt,
+    env.globals.update(link=link, quote=lambda text: quote(str(text), safe=""), fmt=_fmt, usd=_usd,
                        evals=[str(p) for p in evals], trainings=[str(p) for p in training])
     templates = Jinja2Templates(env=env)
 
@@ -204,6 +204,11 @@ def create_app(store_dir: str | Path | None, token: str, evals: Sequence[Path] =
         Route("/api/training/{number:int}", training_page),
     ])
     return Guard(app, token)
+
+
+def _usd(value: Any) -> str:
+    """A cost, in US dollars as the providers price it ("-": not known)."""
+    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"${value:.4f}"
 
 
 def _fmt(value: Any, digits: int = 4) -> str:

@@ -31,9 +31,15 @@ def reward_of(trajectory: Trajectory) -> float | None:
 
 
 def task_label(trajectory: Trajectory) -> str:
-    if trajectory.instance_id:
+    """A dataset's task by its instance id; a `solve` session (no grading info: its id is only the folder's
+    name and a hash) by its issue's first line."""
+    task = trajectory.task
+    graded = task.get("FAIL_TO_PASS") or task.get("test_patch") or task.get("test_command")
+    extra = task.get("extra") if isinstance(task.get("extra"), dict) else {}
+    lines = str(extra.get("title") or task.get("problem_statement") or "").strip().splitlines()
+    if trajectory.instance_id and (graded or not lines):
         return str(trajectory.instance_id)
-    lines = str(trajectory.task.get("problem_statement") or trajectory.task.get("repo") or "").strip().splitlines()
+    lines = lines or str(task.get("repo") or "").strip().splitlines()
     return lines[0][:80] if lines else "-"
 
 
@@ -94,7 +100,7 @@ class RunQuery:
 
     def matches(self, trajectory: Trajectory) -> bool:
         if self.task:
-            label = task_label(trajectory)
+            label = f"{task_label(trajectory)} {trajectory.instance_id or ''}"
             wildcard = any(char in self.task for char in "*?[")
             if wildcard and not TrajectoryFilter(instance=self.task).matches(trajectory):
                 return False
@@ -152,8 +158,28 @@ def _tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
         elif arguments is not None:
             arguments = json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
         calls.append({"id": str(call.get("id") or ""), "name": str(function.get("name") or "?"),
-                      "arguments": arguments or ""})
+                      "arguments": arguments or "", "summary": call_summary(function.get("arguments"))})
     return calls
+
+
+def call_summary(arguments: Any, chars: int = 120) -> str:
+    """A tool call in one line, for its row: a command's first line, an edit's command and path, else its
+    arguments as compact JSON."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return arguments[:chars]
+    if not isinstance(arguments, dict):
+        return ""
+    if isinstance(arguments.get("command"), str) and "path" not in arguments:
+        lines = arguments["command"].strip().splitlines()
+        text = "$ " + (lines[0] if lines else "") + (" …" if len(lines) > 1 else "")
+    elif "path" in arguments:
+        text = " ".join(str(arguments[key]) for key in ("command", "path") if arguments.get(key))
+    else:
+        text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:

@@ -79,6 +79,7 @@ class ApprovalRequest:
     body_language: str  # "bash" | "diff" | "json"
     always_label: str | None  # what "always allow" would remember; None: not offered
     saved: bool = False  # "always" is kept for the repository, not only this session
+    change: tuple[str | None, str] | None = None  # an edit's file before (None: a new file) and after it
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     decision: Decision | None = None
 
@@ -195,44 +196,54 @@ def build_request(policy: ApprovalPolicy, tool: str, arguments: dict[str, Any], 
                                "bash", label, saved)
     if kind == "edit":
         path = _edit_path(arguments)
-        body, language = preview_edit(arguments, read_file)
+        change = edited_text(arguments, read_file)
+        body, language = preview_edit(arguments, read_file, change)
         verb = "Create" if arguments.get("command") == "create" else "Edit"
-        return ApprovalRequest(tool, arguments, "edit", f"{verb} {path}?", body, language, label, saved)
+        return ApprovalRequest(tool, arguments, "edit", f"{verb} {path}?", body, language, label, saved, change)
     return ApprovalRequest(tool, arguments, kind, f"Call the {tool} tool?",
                            json.dumps(arguments, indent=2, ensure_ascii=False), "json", label, saved)
 
 
-def preview_edit(arguments: dict[str, Any], read_file=None) -> tuple[str, str]:
-    """The edit as a unified diff when it can be worked out, else its arguments as JSON."""
-    command = arguments.get("command")
+def preview_edit(arguments: dict[str, Any], read_file=None,
+                 change: tuple[str | None, str] | None = None) -> tuple[str, str]:
+    """The edit as a unified diff when it can be worked out (`edited_text`), else its arguments as JSON."""
     path = _edit_path(arguments)
-    fallback = json.dumps(arguments, indent=2, ensure_ascii=False), "json"
-    if command == "undo_edit":
+    if arguments.get("command") == "undo_edit":
         return f"Undo the agent's last edit to {path}.", "text"
+    change = change or edited_text(arguments, read_file)
+    if change is None:
+        return json.dumps(arguments, indent=2, ensure_ascii=False), "json"
+    old, new = change
+    return _unified(old or "", new, path, new_file=old is None), "diff"
+
+
+def edited_text(arguments: dict[str, Any], read_file=None) -> tuple[str | None, str] | None:
+    """An editor call's file before (None: it creates the file) and after it runs, where that can be worked
+    out before it runs (`read_file(path) -> bytes` reads the sandbox); None where it cannot (the editor will
+    refuse the call, or say why)."""
+    command = arguments.get("command")
     if command == "create":
-        return _unified("", str(arguments.get("file_text", "")), path, new_file=True), "diff"
-    if read_file is None:
-        return fallback
+        return None, str(arguments.get("file_text", ""))
+    if read_file is None or command not in ("str_replace", "insert"):
+        return None
     try:
-        old = read_file(path).decode("utf-8")
+        old = read_file(_edit_path(arguments)).decode("utf-8")
     except (OSError, UnicodeDecodeError, ValueError):
-        return fallback
+        return None
     if command == "str_replace":
         old_str, new_str = arguments.get("old_str") or "", arguments.get("new_str") or ""
         if not old_str or old.count(old_str) != 1:
-            return fallback  # the editor will refuse it and say why
-        return _unified(old, old.replace(old_str, new_str, 1), path), "diff"
-    if command == "insert":
-        lines = old.split("\n")
-        final_newline = old.endswith("\n")
-        if final_newline:
-            lines.pop()
-        line = arguments.get("insert_line")
-        if not isinstance(line, int) or not 0 <= line <= len(lines):
-            return fallback
-        lines[line:line] = str(arguments.get("new_str", "")).removesuffix("\n").split("\n")
-        return _unified(old, "\n".join(lines) + ("\n" if final_newline else ""), path), "diff"
-    return fallback
+            return None
+        return old, old.replace(old_str, new_str, 1)
+    lines = old.split("\n")
+    final_newline = old.endswith("\n")
+    if final_newline:
+        lines.pop()
+    line = arguments.get("insert_line")
+    if not isinstance(line, int) or not 0 <= line <= len(lines):
+        return None
+    lines[line:line] = str(arguments.get("new_str", "")).removesuffix("\n").split("\n")
+    return old, "\n".join(lines) + ("\n" if final_newline else "")
 
 
 def _unified(old: str, new: str, path: str, new_file: bool = False) -> str:

@@ -196,10 +196,12 @@ class Session:
 
     # -- commands ------------------------------------------------------------------------------
 
-    def submit(self, text: str, *, only_tools: frozenset[str] | None = KEEP) -> Submitted:
+    def submit(self, text: str, *, only_tools: frozenset[str] | None = KEEP, title: str | None = None) -> Submitted:
         """The user's message: the issue (first), a follow-up after a run, or, while the agent
         runs, an instruction it reads before its next step. `only_tools`: the tools offered from
-        now on (a custom command's allowed-tools; None: all), set when the message is taken."""
+        now on (a custom command's allowed-tools; None: all), set when the message is taken.
+        `title`: what the user typed, when `text` is what it expanded to (`/review a.py`): a session it
+        starts is listed by it."""
         text = text.strip()
         if not text:
             return Submitted.IGNORED
@@ -214,8 +216,8 @@ class Session:
         if queued:
             return Submitted.QUEUED
         if self.state.task is None:
-            self._launch("start", jobs.start, self, Task(repo=self.repo, problem_statement=text,
-                                                         base_commit=self.commit))
+            self._launch("start", jobs.start, self, Task(repo=self.repo, problem_statement=text, base_commit=self.commit,
+                                                         extra={"title": title} if title else {}))
             return Submitted.STARTED
         self._launch("continue", jobs.follow_up, self, text)
         return Submitted.CONTINUED

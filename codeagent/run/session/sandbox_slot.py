@@ -10,7 +10,9 @@ from ...config import Config
 from ...sandbox import Sandbox, SandboxError, open_sandbox, sandbox_options, snapshot
 from ...sandbox.restore import restore_patch
 from ...task import Task
+from ..history import PreparedHistory, sealed_history
 from ..repo_env import repository_environment
+from ..skill_mounts import with_skill_folders
 
 
 class SandboxSlot:
@@ -24,6 +26,7 @@ class SandboxSlot:
         self.state = "none"
         self.opening = False
         self.closed = False  # set once the session closes: a sandbox still starting is removed
+        self.history: dict | None = None  # what history the sandbox got (run/history.py), for the trajectory
         self._lock = threading.Lock()
 
     def open(self, task: Task, patch: str) -> None:
@@ -32,10 +35,14 @@ class SandboxSlot:
         self.set_state("starting")
         try:
             snap, options = snapshot(task.repo, task.base_commit), sandbox_options(self.config.sandbox)
+            prepared = PreparedHistory(snap, task.repo) if self.config.agent.repository_history else None
             if options["kind"] == "docker":  # the repository's toolchain, unless sandbox.image says otherwise
                 options["image"] = repository_environment(snap, self.config, self.say).image
+            options = with_skill_folders(options, self.config, task.repo)  # the skills' files, read-only
             sandbox = open_sandbox(snap, **options)
             try:
+                self.history = prepared.give(sandbox) if prepared is not None else sealed_history()
+                self.say(self.history["note"])
                 if patch.strip():
                     restore_patch(sandbox, patch)
             except BaseException:

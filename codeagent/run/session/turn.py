@@ -10,7 +10,7 @@ from ...models import ModelError
 from ...sandbox import SandboxError
 from ...status import ExitStatus
 from ...task import Task
-from ..solve import preflight, samples_candidates, write_patch_file
+from ..solve import preflight, recorded_history, samples_candidates, write_patch_file
 from . import candidates
 from .compact import view
 
@@ -57,7 +57,8 @@ def run_agent(session: SessionParts, follow_up: str | None = None) -> None:
         state.notes = []
     session.agent.config = turn_config(session)
     try:
-        result = session.agent.run(state.task, sandbox, localization=localization, replay=session.replay,
+        task = recorded_history(state.task, session.slot.history) if session.slot.history else state.task
+        result = session.agent.run(task, sandbox, localization=localization, replay=session.replay,
                                    resume=resume, follow_up=follow_up)
     except Exception as exc:  # escaped the agent (e.g. the engine lost the container): start afresh
         state.last_status = ExitStatus.SANDBOX_ERROR
