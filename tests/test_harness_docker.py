@@ -121,9 +121,9 @@ def test_grading_outcomes(task, tmp_path, name):
         flagged = {"tests/conftest.py": "conftest"}
     assert report["test_infrastructure"] == flagged and report["touches_test_infrastructure"] == sorted(flagged)
     if name in ("gold", "empty", "breaks_pass_to_pass"):  # honest runs: the guard finds nothing
-        assert report["guard"] == "pytest" and report["tamper_evidence"] == []
+        assert "pytest" in report["guard"].split(", ") and report["tamper_evidence"] == []
     if name in ("conftest_hack", "rewrites_reports", "fakes_log_and_exits"):  # issue 21, item 1
-        assert report["guard"] == "pytest" and report["tamper_evidence"], report
+        assert "pytest" in report["guard"].split(", ") and report["tamper_evidence"], report
         assert "does not match the run the guard saw" in report["reason"]
         assert any(reason.startswith("tamper evidence: ") for reason in reasons(report))
     if name == "rewrites_reports":

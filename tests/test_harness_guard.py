@@ -17,7 +17,14 @@ import pytest
 from codeagent.harness.grading import Outcome, grade
 from codeagent.harness.guard import Guard, allowed, evidence, guarded, read_records, verdict
 from codeagent.harness.log_parsers import parse_log
-from tests.support.calc import FAKES_LOG_AND_EXITS_CODE, GUARD_AWARE_CODE, NEW_TESTS, REWRITES_REPORTS_CODE, SOURCE
+from tests.support.calc import (
+    FAKES_LOG_AND_EXITS_CODE,
+    GUARD_AWARE_CODE,
+    LENIENT_PLUGIN_CODE,
+    NEW_TESTS,
+    REWRITES_REPORTS_CODE,
+    SOURCE,
+)
 
 ADD, MUL = "tests/test_calc.py::test_add", "tests/test_calc.py::test_mul"
 FIXED = SOURCE.replace("a - b", "a + b")
@@ -96,6 +103,18 @@ def test_a_module_that_knows_the_guard_by_name_cannot_blind_it(tmp_path):
     report = graded(log, code, records)
     assert report.outcome is Outcome.UNRESOLVED and report.tamper_evidence, report
     assert "_pytest.reports.TestReport.from_item_and_call" in records["replaced"]
+
+
+def test_a_plugin_the_code_under_test_registers_to_decide_outcomes_is_caught(tmp_path):
+    """Issue 34 (the red team): the module under test registers a plugin whose pytest_pyfunc_call runs the test
+    itself and swallows its failure; the guard's wrapper sees a call that raised nothing and no pytest internal
+    is replaced. A plugin registered after the session started that implements a hook deciding outcomes is
+    evidence (a conftest or a module imported as a plugin is not)."""
+    log, code, records, _ = guarded_run(tmp_path, LENIENT_PLUGIN_CODE + "\n\n\n" + SOURCE)
+    assert "PASSED tests/test_calc.py::test_add" in log and code == 0
+    report = graded(log, code, records)
+    assert report.outcome is Outcome.UNRESOLVED and report.tamper_evidence, report
+    assert any("lenient" in item for item in records["replaced"]), records["replaced"]
 
 
 def test_the_guard_does_not_run_pytests_assertion_rewriter_on_itself(tmp_path):

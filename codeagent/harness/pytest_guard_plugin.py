@@ -11,7 +11,9 @@ the code under test cannot sign a line of its own):
 - every phase (setup, call, teardown) of every test: the exception the phase's hook raised as this
   plugin's hook wrapper saw it (or, for unittest-style tests, whose failures pytest keeps aside, the
   one pytest hands to the report), not the report pytest built from it; then the report's outcome;
-- which of a fixed list of pytest internals and unittest assertions were replaced during the run.
+- which of a fixed list of pytest internals and unittest assertions were replaced during the run, and
+  any plugin registered after the session started (not a conftest, not a module imported as a plugin)
+  that implements a hook deciding a test's outcome (a `pytest_pyfunc_call` that swallows the failure).
 
 Out of the code under test's reach, as far as Python allows: the module's name is drawn for the run
 and the module leaves sys.modules once pytest has registered it; its key, its records file, its
@@ -27,7 +29,7 @@ start do not load it.
 import sys
 
 
-def _build(name, archive):
+def _build(name, archive, this_module):
     import hashlib
     import hmac
     import json
@@ -123,11 +125,31 @@ def _build(name, archive):
 
     original = watched()
     replaced = set()
+    deciding = ("pytest_runtest_protocol", "pytest_runtest_call", "pytest_pyfunc_call", "pytest_runtest_makereport",
+                "pytest_report_teststatus")
+    plugins_at_start = []  # type: list  # [plugin manager, ids of its plugins when the session started]
 
     def check_replaced():
         for label, owner, dotted, value in original:
             if label not in replaced and resolve(owner, dotted) is not value:
                 replaced.add(label)
+        if plugins_at_start:
+            check_plugins(*plugins_at_start)
+
+    def check_plugins(manager, known):
+        """A plugin registered after the session started, other than a conftest or a module imported as a
+        plugin (pytest_plugins), that implements a hook deciding a test's outcome: the code under test's."""
+        for hook_name in deciding:
+            hook = getattr(manager.hook, hook_name, None)
+            for implementation in hook.get_hookimpls() if hook is not None else ():
+                plugin = implementation.plugin
+                if id(plugin) in known or plugin is this_module:
+                    continue
+                name = manager.get_name(plugin) or type(plugin).__name__
+                if getattr(plugin, "__file__", None) and (os.path.basename(plugin.__file__) == "conftest.py"
+                                                          or name == getattr(plugin, "__name__", None)):
+                    continue
+                replaced.add("plugin registered during the run: " + str(name) + " (" + hook_name + ")")
 
     # -- outcomes as this plugin sees them -----------------------------------------------------------
 
@@ -177,6 +199,8 @@ def _build(name, archive):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(session):
+        manager = session.config.pluginmanager
+        plugins_at_start[:] = [manager, set(id(plugin) for plugin in manager.get_plugins())]
         record(k="start", replaced=sorted(replaced))
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -199,5 +223,5 @@ def _archive():
     return parent if os.path.isfile(parent) else here  # the zip archive this module was loaded from
 
 
-globals().update(_build(__name__, _archive()))
+globals().update(_build(__name__, _archive(), sys.modules[__name__]))
 del _build, _archive

@@ -21,7 +21,9 @@ The parts (each module says what it catches and what it cannot):
   hidden test files that must fail through the file's own assertions (node.py);
 - `reports`: JUnit XML reports (Maven Surefire, Gradle, CTest) only as written during the run; a test
   JVM that died without saying goodbye (reports.py);
-- `pytest`: codeagent's pytest plugin (../guard.py).
+- `pytest`: codeagent's pytest plugin (../guard.py);
+- `files`, in every run: the hidden test files hashed before and after the command (a build that
+  rewrites them: CMake's file(WRITE), a procedural macro) (files.py).
 
 Evidence is only looked for where it could change a verdict: a run whose listed tests the log reports
 passing. A detected tamper makes the run `unresolved` with `tamper_evidence` (reward 0, verifier score 0,
@@ -178,7 +180,7 @@ OBSERVERS: dict[str, Any] = {}
 
 
 def _load_parts() -> None:
-    from . import go, node, process, pytest, reports  # noqa: F401 (each part registers itself)
+    from . import files, go, node, process, pytest, reports  # noqa: F401 (each part registers itself)
 
 
 def register(cls):
@@ -192,6 +194,8 @@ class Watch:
     def __init__(self, box, parent: str, command: str, log_parser: str, test_files: Sequence[str] = ()):
         self.context = Context(box, f"{parent}/judge-{secrets.token_hex(6)}", command, log_parser, list(test_files))
         self.observers = observers_for(command, log_parser)
+        if test_files:  # last: after the others (a Node canary is appended to those files first)
+            self.observers.append(OBSERVERS["files"]())
 
     def install(self) -> str:
         if not self.observers:

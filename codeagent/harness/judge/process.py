@@ -12,13 +12,16 @@ Evidence, when the log reports a listed test passing:
   `__attribute__((constructor))`, Rust's `.init_array`), whatever it printed first;
 - main returned a failure and the process then exited 0: an exit handler or destructor replaced the
   status after the tests had failed;
-- (where the rule says `strict_exe`: programs that never end with exit(0) while their main runs, such as
-  cargo's test binaries, which return from main on success and exit(101) on failure) a program of that
-  kind exited 0 in the middle of its main.
+- (where the rule says `strict_exe`: cargo's test binaries, which return from main on success and
+  exit(101) on failure; not the targets a Cargo.toml builds with `harness = false`) a program of that
+  kind exited in the middle of its main with any other status, or went on as another program (exec).
 
-Not caught: a process that ends with a raw exit system call (no libc function is called), a statically
-linked test program (nothing is preloaded into it: the run is then judged by its log alone), and code
-that knows this design and writes records of its own (the records file is named in the environment).
+Not caught: a process that ends with a raw exit system call (no libc function is called); a C test
+program whose library under test calls exit(0) in the middle of main (a test program may end that way
+itself: the preload does not tell who called); a Rust test that prints libtest's lines and a decoy
+failure, then exits 101 as libtest would; a statically linked test program (nothing is preloaded into
+it: the run is then judged by its log alone); and code that knows this design and writes records of its
+own (the records file is named in the environment).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ..log_parsers import PASSING, parse_log
 from . import Context, put, register, source
 
 MAX_RECORDS = 32 * 2**20
+STRICT_FAILURE = 101  # how libtest ends a run with failures (exit(101)); success returns from main
 COMPILE = "{cc} -shared -fPIC -O2 -o {folder}/observer.so {folder}/observer.c -ldl"
 
 
@@ -46,11 +50,14 @@ class ProcessObserver:
     def __init__(self, strict_exe: str = "") -> None:
         self.strict_exe = strict_exe
         self.why_not = ""
+        self.lax: list[str] = []  # targets of the strict kind that are not (cargo's `harness = false`)
 
     def install(self, context: Context) -> str:
         self.why_not = build(context.box, context.folder)
         if self.why_not:
             return ""
+        if self.strict_exe:
+            self.lax = custom_harness_targets(context.box)
         records, library = shlex.quote(f"{context.folder}/records"), shlex.quote(f"{context.folder}/observer.so")
         return (f"export CODEAGENT_JUDGE_RECORDS={records}; "
                 f"export LD_PRELOAD={library}${{LD_PRELOAD:+:$LD_PRELOAD}}; "
@@ -66,18 +73,43 @@ class ProcessObserver:
         except OSError as error:  # over the cap: records are small; something else wrote there
             return {"unobserved": f"the records are unreadable: {error}", "parser": context.log_parser}
         return {"records": raw.decode("utf-8", "replace"), "parser": context.log_parser,
-                "strict_exe": self.strict_exe}
+                "strict_exe": self.strict_exe, "lax": self.lax}
 
     def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
         if seen.get("unobserved") or not _passes_listed(seen.get("parser", ""), log, listed):
             return []
         strict = re.compile(seen["strict_exe"]) if seen.get("strict_exe") else None
+        lax = set(seen.get("lax") or ())
         found: list[str] = []
         for image in images(seen.get("records", "")):
-            problem = image.problem(strict)
+            target = image.exe.rsplit("/", 1)[-1].rsplit("-", 1)[0]
+            problem = image.problem(strict if target not in lax else None)
             if problem and problem not in found:
                 found.append(problem)
         return found[:20]
+
+
+def custom_harness_targets(box) -> list[str]:
+    """The targets cargo builds without libtest (`harness = false`: libtest-mimic, criterion...), as their
+    binaries are named (`-` as `_`): ordinary programs, which may end with exit(0)."""
+    import tomllib
+
+    listed = box.run("grep -rlE --include=Cargo.toml 'harness[[:space:]]*=[[:space:]]*false' . 2>/dev/null | head -50",
+                     timeout=120).output.split()
+    names = []
+    for path in listed:
+        try:
+            manifest = tomllib.loads(box.run(f"cat {shlex.quote(path)}", timeout=60).output)
+        except (tomllib.TOMLDecodeError, ValueError):
+            continue
+        package = str((manifest.get("package") or {}).get("name", ""))
+        for kind in ("test", "bench", "bin", "example"):
+            names += [str(target.get("name") or package) for target in manifest.get(kind) or []
+                      if isinstance(target, dict) and target.get("harness") is False]
+        lib = manifest.get("lib")
+        if isinstance(lib, dict) and lib.get("harness") is False:
+            names.append(str(lib.get("name") or package))
+    return sorted({name.replace("-", "_") for name in names if name})
 
 
 def build(box, folder: str) -> str:
@@ -135,10 +167,17 @@ class Image:
     main: int = 0  # 0 not entered, 1 running, 2 returned
     returned: int | None = None
     endings: list[tuple[str, int, int]] = field(default_factory=list)  # (how, status, main state)
+    execed: bool = False  # the process went on as another program
 
     def problem(self, strict: re.Pattern[str] | None) -> str | None:
         name = f"{self.exe} (pid {self.pid})"
+        strict_kind = strict is not None and not self.forked and bool(strict.search(self.exe))
+        if strict_kind and self.main == 1 and self.execed:
+            return f"{name} became another program in the middle of its main: a test program of this kind does not"
         for how, status, state in self.endings:
+            if strict_kind and state == 1 and status not in (0, STRICT_FAILURE):
+                return (f"{name} exited {status} by {how}() in the middle of its main: a test program of this kind "
+                        f"returns from main or exits {STRICT_FAILURE}")
             if status != 0:
                 continue
             if state == 0 and not self.forked:
@@ -146,7 +185,7 @@ class Image:
             if state == 2 and self.returned not in (None, 0):
                 return (f"{name}: main returned {self.returned}, then {how}(0) replaced the status after the "
                         "tests had failed")
-            if state == 1 and not self.forked and strict is not None and strict.search(self.exe):
+            if state == 1 and strict_kind:
                 return f"{name} exited 0 by {how}() in the middle of its main: a test program of this kind does not"
         failed_exits = [status for how, status, state in self.endings if how == "exit" and status != 0]
         if failed_exits and self.endings[-1][1] == 0 and not self.forked:
@@ -167,6 +206,8 @@ def images(text: str) -> list[Image]:
             continue
         if kind == "S" and len(parts) >= 4:
             forked = parts[3] == "fork"
+            if not forked and pid in current:
+                current[pid].execed = True  # the same process, a new program
             parent = current.get(_int(parts[2]) or -1) if forked else None
             image = Image(pid, parent.exe if parent else " ".join(parts[3:])[:300], forked=forked)
             current[pid] = image

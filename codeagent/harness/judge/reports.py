@@ -9,22 +9,28 @@ in the patch, or written by the fork itself). So:
 - before the command, every report folder already there (`target/surefire-reports`, `failsafe-reports`,
   Gradle's `build/test-results`) is moved out of the repository into the judge's folder: the command
   reads only what this run wrote (a shipped report is also flagged as test infrastructure: integrity.py);
+- `mvn` is, first on PATH, languages/judge/mvn_wrapper.sh: it records that each Maven run started and
+  how it ended;
 - evidence, when the log reports a listed test passing: Maven says the test JVM died without saying
-  goodbye (its "Crashed tests"), or Maven's own summary names as failing a listed test the log reports
-  passing (a report written over the real one).
+  goodbye (its "Crashed tests"), Maven's own summary names as failing a listed test the log reports
+  passing (a report written over the real one), or a Maven run never ended or was killed by a signal
+  (the test JVM killed its parents: a dead Maven prints no failure, and what the log then says was
+  printed, or the reports written, by the tests themselves).
 
 Not caught: code that knows Surefire's reports and writes a passing one after Surefire's, while
-Maven's summary is kept quiet (a fork that tells Surefire its test passed, speaking its protocol).
+Maven's summary is kept quiet (a fork that tells Surefire its test passed, speaking its protocol);
+Maven started by a path (`./mvnw`) rather than by name; Gradle's daemon.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
 from ..log_parsers import PASSING, parse_log
-from . import Context, register
+from . import Context, put, read, register, source
 
 REPORT_FOLDERS = ("*/target/surefire-reports", "*/target/failsafe-reports", "*/build/test-results")
 _DIED = re.compile(r"The forked VM terminated without properly saying goodbye|There was an error in the forked process"
@@ -40,19 +46,22 @@ class ReportsObserver:
     name = "reports"
 
     def install(self, context: Context) -> str:
+        box, folder = context.box, context.folder
         found = " -o ".join(f"-path '{pattern}'" for pattern in REPORT_FOLDERS)
-        moved = f"{context.folder}/before"
-        context.box.run(f"mkdir -p {moved} && n=0; find . \\( {found} \\) -prune -type d -print 2>/dev/null | "
-                        f"while IFS= read -r old; do n=$((n+1)); mv -- \"$old\" {moved}/$n && "
-                        f"printf '%s\\n' \"$old\" >> {context.folder}/moved; done", timeout=300)
-        return ""
+        box.run(f"mkdir -p {folder}/before {folder}/bin && n=0; find . \\( {found} \\) -prune -type d -print 2>/dev/null | "
+                f"while IFS= read -r old; do n=$((n+1)); mv -- \"$old\" {folder}/before/$n && "
+                f"printf '%s\\n' \"$old\" >> {folder}/moved; done", timeout=300)
+        real = box.run("command -v mvn").output.strip().splitlines()
+        if not real or not real[-1].startswith("/"):
+            return ""
+        put(box, {f"{folder}/bin/mvn": source("mvn_wrapper.sh", real=real[-1], dir=folder)}, mode=0o755)
+        return f"export PATH={shlex.quote(folder + '/bin')}:\"$PATH\"; "
 
     def collect(self, context: Context) -> dict[str, Any]:
-        try:
-            moved = context.box.read_file(f"{context.folder}/moved", max_bytes=2**20).decode("utf-8", "replace")
-        except OSError:
-            moved = ""
-        return {"parser": context.log_parser, "moved": moved.splitlines()[:100]}
+        moved = read(context.box, f"{context.folder}/moved")
+        builds = context.box.run(f"cd {context.folder} && for f in mvn.*; do [ -f \"$f\" ] && tr '\\n' ' ' < \"$f\" && echo; done",
+                                 timeout=60).output
+        return {"parser": context.log_parser, "moved": moved.splitlines()[:100], "builds": builds.splitlines()[:200]}
 
     def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
         statuses = parse_log(seen.get("parser") or "junit_xml", log)
@@ -60,7 +69,7 @@ class ReportsObserver:
         if not passing:
             return []
         lines = [_ANSI.sub("", line) for line in log.splitlines()]
-        found = []
+        found = [problem for problem in map(_build_problem, seen.get("builds") or []) if problem][:3]
         if any(_DIED.search(line) for line in lines):
             crashed = _crashed(lines)
             found.append("the test JVM ended without saying goodbye to Surefire (System.exit or halt in the code "
@@ -71,6 +80,17 @@ class ReportsObserver:
             if (klass.rsplit(".", 1)[-1], method) in failing:
                 found.append(f"{test}: the log reports it passing, Maven's own summary reports it failing")
         return found
+
+
+def _build_problem(record: str) -> str | None:
+    """Why a Maven run (the wrapper's record: `start`, then `end STATUS`) cannot have told the results."""
+    words = record.split()
+    if "end" not in words:
+        return "a Maven build never ended: it was killed during the tests (with the wrapper that watched it)"
+    status = words[words.index("end") + 1] if len(words) > words.index("end") + 1 else ""
+    if status.isdigit() and int(status) > 128:
+        return f"a Maven build was killed by signal {int(status) - 128} during the tests"
+    return None
 
 
 def _crashed(lines: list[str]) -> list[str]:
