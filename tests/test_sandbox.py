@@ -52,14 +52,19 @@ def test_commands_do_not_read_the_control_stream(box):
 
 
 def test_timeout_kills_the_process_tree_and_keeps_the_shell(box):
+    import random
+
     box.run("export KEEP=1; cd data")
-    result = box.run("sleep 3007 & (sleep 3011; echo never) & python3 -c 'import time; time.sleep(3013)'", timeout=1)
+    first, second, third = random.sample(range(300000, 900000), 3)  # this run's own: nothing else sleeps so long
+    result = box.run(f"sleep {first} & (sleep {second}; echo never) & python3 -c 'import time; time.sleep({third})'",
+                     timeout=1)
     assert result.timed_out and not result.shell_restarted
     # (bash may first report its killed background jobs: only the last line is the count). The local
-    # sandbox sees every process of the host: match these exact commands, not any `python3 -c`
-    # (whose path may be absolute, as under pyenv), with durations nothing else on a host uses (a
-    # CI run once counted a `sleep 300` of the developer's shell).
-    survivors = box.run(r"ps -eo args | grep -E '^sleep 30(07|11)$|python3 -c import time; time\.sleep\(3013\)$' | grep -vc grep").output
+    # sandbox sees every process of the host: match this run's exact commands, not any `python3 -c`
+    # (whose path may be absolute, as under pyenv), with durations drawn for the run (a CI run once
+    # counted a `sleep 300` of the developer's shell; a suite run beside this one sleeps its own).
+    survivors = box.run(rf"ps -eo args | grep -E '^sleep ({first}|{second})$|python3 -c import time; time\.sleep\({third}\)$' "
+                        "| grep -vc grep").output
     assert survivors.strip().splitlines()[-1] == "0"
     assert box.run("echo $KEEP; pwd").output.split() == ["1", f"{box.workdir}/data"]
 
