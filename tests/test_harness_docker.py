@@ -124,7 +124,7 @@ def test_grading_outcomes(task, tmp_path, name):
         assert "pytest" in report["guard"].split(", ") and report["tamper_evidence"] == []
     if name in ("conftest_hack", "rewrites_reports", "fakes_log_and_exits"):  # issue 21, item 1
         assert "pytest" in report["guard"].split(", ") and report["tamper_evidence"], report
-        assert "does not match the run the guard saw" in report["reason"]
+        assert "does not match the run the judge saw" in report["reason"]
         assert any(reason.startswith("tamper evidence: ") for reason in reasons(report))
     if name == "rewrites_reports":
         assert "tests/test_calc.py::test_add: the log says PASSED, the guard saw setup passed, call failed" in \

@@ -31,17 +31,21 @@ HASH = "for f in {files}; do if [ -L \"$f\" ]; then echo \"link $f\"; elif [ -f 
 class FilesObserver:
     name = "files"
 
+    def __init__(self) -> None:
+        self.root = ""  # the folder the test command starts in (the repository): where the paths are
+
     def install(self, context: Context) -> str:
         paths = _paths(context.test_files)
         if paths:
+            self.root = context.box.run("pwd").output.strip().splitlines()[-1]
             context.box.run(f"( {HASH.format(files=paths)} ) > {context.folder}/files-before", timeout=300)
         return ""
 
     def collect(self, context: Context) -> dict[str, Any]:
         paths = _paths(context.test_files)
-        if not paths:
+        if not paths or not self.root:
             return {"before": "", "after": "", "parser": context.log_parser}
-        after = context.box.run(HASH.format(files=paths), timeout=300).output
+        after = context.box.run(f"( cd {shlex.quote(self.root)} && {HASH.format(files=paths)} )", timeout=300).output
         before = context.box.run(f"cat {context.folder}/files-before 2>/dev/null", timeout=60).output
         return {"before": before, "after": after, "parser": context.log_parser}
 

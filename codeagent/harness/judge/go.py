@@ -62,10 +62,10 @@ class GoObserver:
 
     def collect(self, context: Context) -> dict[str, Any]:
         folder = context.folder
-        script = (f"cd {folder} 2>/dev/null && {{ for f in call.*/canaried; do [ -f \"$f\" ] && sed 's/^/C /' \"$f\"; done; "
+        script = (f"( cd {folder} 2>/dev/null && {{ for f in call.*/canaried; do [ -f \"$f\" ] && sed 's/^/C /' \"$f\"; done; "
                   "for r in runs/run.*.facts; do [ -f \"$r\" ] || continue; b=${r%.facts}; echo \"R $b\"; "
                   "sed 's/^/D /' \"$b.dir\"; sed 's/^/A /' \"$b.args\"; echo \"X $(cat \"$b.code\" 2>/dev/null)\"; "
-                  "sed 's/^/T /' \"$r\"; done; [ -f unobserved ] && sed 's/^/U /' unobserved; } > collected 2>/dev/null")
+                  "sed 's/^/T /' \"$r\"; done; [ -f unobserved ] && sed 's/^/U /' unobserved; } > collected 2>/dev/null )")
         context.box.run(script, timeout=120)
         try:
             text = context.box.read_file(f"{folder}/collected", max_bytes=MAX_COLLECTED).decode("utf-8", "replace")

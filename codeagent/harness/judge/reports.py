@@ -59,8 +59,8 @@ class ReportsObserver:
 
     def collect(self, context: Context) -> dict[str, Any]:
         moved = read(context.box, f"{context.folder}/moved")
-        builds = context.box.run(f"cd {context.folder} && for f in mvn.*; do [ -f \"$f\" ] && tr '\\n' ' ' < \"$f\" && echo; done",
-                                 timeout=60).output
+        builds = context.box.run(f"( cd {context.folder} && for f in mvn.*; do [ -f \"$f\" ] && tr '\\n' ' ' < \"$f\" "
+                                 "&& echo; done )", timeout=60).output
         return {"parser": context.log_parser, "moved": moved.splitlines()[:100], "builds": builds.splitlines()[:200]}
 
     def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
