@@ -71,7 +71,7 @@ def judged(tmp_path: Path, modules: Path, files: dict[str, str], command: str, p
     box = FolderBox(repo)
     test_files = [name for name in files if "test" in name]
     watch = Watch(box, str(tmp_path), command, parser, test_files)
-    assert [observer.name for observer in watch.observers] == ["node"]
+    assert [observer.name for observer in watch.observers][0] == "node"
     exports = watch.install()
     run = box.run(f"{exports}PATH={modules}/.bin:$PATH {command} > {tmp_path}/log 2>&1")
     log = (tmp_path / "log").read_text()

@@ -92,6 +92,7 @@ class GradeReport(BaseModel):
     masked_failures: list[str] = []  # listed tests that pass, whose id the log also reports FAILED or ERROR
     guard: str = ""  # the judge's observers that watched the run ("pytest", "go", "process", "node", "reports": judge/)
     tamper_evidence: list[str] = []  # where the log and what the observers saw disagree (never resolved then)
+    doubts: list[str] = []  # passes the judge cannot believe, with no sign of tampering (a crash before its canary)
     # harness_error because the log is in none of its parser's formats: the environment's fault, or a patch
     # that stopped the tests from running (deleted go.mod): training scores it as a failure (rollout_results)
     log_format_unknown: bool = False

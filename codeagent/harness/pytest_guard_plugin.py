@@ -92,7 +92,7 @@ def _build(name, archive, this_module):
                             "CallInfo", "CallInfo.from_call", "CallInfo.__init__", "TestReport",
                             "TestReport.__init__", "TestReport.from_item_and_call")),
         ("_pytest.reports", ("TestReport", "TestReport.__init__", "TestReport.from_item_and_call")),
-        ("_pytest.python", ("Function.runtest", "pytest_pyfunc_call")),
+        ("_pytest.python", ("Function.runtest", "Function._getobj", "Function.obj", "pytest_pyfunc_call")),
         ("_pytest.unittest", ("TestCaseFunction.runtest", "TestCaseFunction.addFailure",
                               "TestCaseFunction.addError", "TestCaseFunction.addSkip",
                               "TestCaseFunction.addExpectedFailure", "TestCaseFunction.addUnexpectedSuccess",
@@ -201,7 +201,10 @@ def _build(name, archive, this_module):
     def pytest_sessionstart(session):
         manager = session.config.pluginmanager
         plugins_at_start[:] = [manager, set(id(plugin) for plugin in manager.get_plugins())]
-        record(k="start", replaced=sorted(replaced))
+        # pytest-xdist: the tests run in workers this plugin is not loaded in (their phases are not seen here)
+        distributed = (bool(getattr(session.config.option, "numprocesses", None))
+                       or bool(getattr(manager, "has_plugin", lambda name: False)("dsession")))
+        record(k="start", replaced=sorted(replaced), distributed=distributed)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(session, exitstatus):

@@ -10,7 +10,15 @@ import (
 	"testing"
 )
 
+// codeagentCanaryArmed@NAME@: started by the judge's launcher (a test that runs its own binary again, the
+// helper-process pattern, starts it without: there the canary neither joins -run nor fails)
+var codeagentCanaryArmed@NAME@ = os.Getenv("CODEAGENT_CANARY_@NONCE@") != ""
+
 func init() {
+	if !codeagentCanaryArmed@NAME@ {
+		return
+	}
+	os.Unsetenv("CODEAGENT_CANARY_@NONCE@")
 	for i, arg := range os.Args {
 		for _, flag := range []string{"-test.run=", "--test.run="} {
 			if strings.HasPrefix(arg, flag) && len(arg) > len(flag) {
@@ -42,5 +50,7 @@ func codeagentCanaryPattern@NAME@(pattern string) string {
 }
 
 func Test@NAME@(t *testing.T) {
-	t.Fatal("@SECRET@")
+	if codeagentCanaryArmed@NAME@ {
+		t.Fatal("@SECRET@")
+	}
 }

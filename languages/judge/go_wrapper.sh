@@ -3,30 +3,26 @@
 # run: `go test` gets a canary test in every package with tests and starts every test binary through the
 # launcher; any other go command runs as it is. The canary goes in by -overlay where `go vet` reads
 # overlays (Go 1.24 and later: the tree is not touched), else as a file in the package's folder for the
-# length of the command. It runs first (a test that panics later cannot hide that the tests started),
-# or last where a failure ends the run (-failfast) or the order is shuffled.
+# length of the command. It runs last: a binary whose output lacks it did not run its tests to the end.
 real='@REAL@'
 dir='@DIR@'
-file='@FIRST@'
-first=1
+file='@FILE@'
 [ "$1" = test ] || exec "$real" "$@"
 for arg in "$@"; do
   case "$arg" in
     -overlay|-overlay=*|--overlay|--overlay=*|-exec|-exec=*|--exec|--exec=*)
       echo "the command sets its own -overlay or -exec" >> "$dir/unobserved"
       exec "$real" "$@";;
-    -failfast|-failfast=true|--failfast|--failfast=true|-test.failfast|-test.failfast=true|-shuffle=*|--shuffle=*|-test.shuffle=*)
-      case "$arg" in *=off) ;; *) first=0; file='@LAST@';; esac;;
   esac
 done
 shift
 call=$(mktemp -d "$dir/call.XXXXXXXX") || exec "$real" test "$@"
 "$real" list -e -f '{{.Dir}}{{"\t"}}{{.Name}}{{"\t"}}{{len .TestGoFiles}}{{"\t"}}{{len .XTestGoFiles}}' ./... \
   > "$call/packages" 2> "$call/list-errors"
-awk -F '\t' -v call="$call" -v template="$dir/canary.go" -v file="$file" -v first="$first" '
+awk -F '\t' -v call="$call" -v template="$dir/canary.go" -v file="$file" '
   BEGIN { while ((getline line < template) > 0) body = body line "\n"; printf "{\"Replace\":{" > (call "/overlay.json") }
   NF >= 4 && $3 + $4 > 0 {
-    package = ($4 > 0 && !first) ? $2 "_test" : $2
+    package = ($4 > 0) ? $2 "_test" : $2
     if (package !~ /^[A-Za-z_][A-Za-z0-9_]*$/) next
     n++
     text = body; gsub(/@PACKAGE@/, package, text)

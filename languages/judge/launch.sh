@@ -8,7 +8,7 @@ secret='@SECRET@'
 run=$(mktemp "$dir/runs/run.XXXXXXXX") || exec "$@"
 pwd > "$run.dir"
 printf '%s\n' "$@" > "$run.args"
-{ "$@" 2>&1; echo "$?" > "$run.code"; } | tee "$run.out"
+{ CODEAGENT_CANARY_@NONCE@=1 "$@" 2>&1; echo "$?" > "$run.code"; } | tee "$run.out"
 code=$(cat "$run.code" 2>/dev/null)
 [ -n "$code" ] || code=1
 awk -v secret="$secret" '

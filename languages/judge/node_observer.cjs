@@ -22,7 +22,9 @@
   // the paths a runner's results take: mocha's events, node:test's stream (a replaced one can turn a
   // failure into a pass without touching any assertion)
   var reported = [["EventEmitter.prototype.emit", require("events").prototype, "emit"],
-                  ["Readable.prototype.push", require("stream").Readable.prototype, "push"]];
+                  ["Readable.prototype.push", require("stream").Readable.prototype, "push"],
+                  ["Readable.prototype.read", require("stream").Readable.prototype, "read"],
+                  ["Writable.prototype.write", require("stream").Writable.prototype, "write"]];
   var kept = [];
   owners.forEach(function (pair) {
     if (!pair[1]) return;

@@ -11,6 +11,8 @@ a small part per runner (which part watches which command: the `judge:` block of
                                 folder of its own outside the repository (a canary, a launcher, a preload)
     collect(context) -> seen    after it: what the observer recorded, as plain data
     evidence(seen, run) -> [..] why the log cannot be the run that happened; empty when they agree
+    doubts(seen, run) -> [..]   (optional) why its passes cannot be believed though nothing shows tampering
+                                (a test binary that crashed before its canary ran): unresolved, not counted
 
 The parts (each module says what it catches and what it cannot):
 - `go`: a secret canary test compiled into every package by `-overlay` and every test binary started
@@ -231,14 +233,16 @@ def without_canaries(statuses: Mapping[str, str]) -> dict[str, str]:
     return {test: status for test, status in statuses.items() if not CANARY.search(test)}
 
 
-def judge_evidence(seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
-    """Every observer's evidence against the run (see the module docstring)."""
+def judge_evidence(seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None,
+                   kind: str = "evidence") -> list[str]:
+    """Every observer's evidence against the run (see the module docstring); kind="doubts": its doubts."""
     _load_parts()
     found = []
     for name, records in seen.items():
         cls = OBSERVERS.get(name)
-        if cls is not None:
-            found += [f"{name}: {item}" for item in cls().evidence(records, log, listed, exit_code)]
+        method = getattr(cls(), kind, None) if cls is not None else None
+        if method is not None:
+            found += [f"{name}: {item}" for item in method(records, log, listed, exit_code)]
     return found
 
 
@@ -250,10 +254,16 @@ def verdict(graded, seen: dict[str, Any] | None, log: str, listed: Sequence[str]
     if not seen or graded.outcome not in (Outcome.RESOLVED, Outcome.UNRESOLVED):
         return graded
     found = judge_evidence(seen, log, listed, graded.exit_code)
+    doubts = judge_evidence(seen, log, listed, graded.exit_code, kind="doubts")
     update: dict[str, Any] = {"guard": ", ".join(seen)}
     if found:
         update["tamper_evidence"] = found
         if graded.outcome is Outcome.RESOLVED:
             update.update(outcome=Outcome.UNRESOLVED,
                           reason="the test log does not match the run the judge saw: " + "; ".join(found[:3]))
+    elif doubts:
+        update["doubts"] = doubts
+        if graded.outcome is Outcome.RESOLVED:
+            update.update(outcome=Outcome.UNRESOLVED,
+                          reason="the judge cannot believe the run's passes: " + "; ".join(doubts[:3]))
     return graded.model_copy(update=update)
