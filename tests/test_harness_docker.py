@@ -127,11 +127,11 @@ def test_grading_outcomes(task, tmp_path, name):
         assert "does not match the run the judge saw" in report["reason"]
         assert any(reason.startswith("tamper evidence: ") for reason in reasons(report))
     if name == "rewrites_reports":
-        assert "tests/test_calc.py::test_add: the log says PASSED, the guard saw setup passed, call failed" in \
+        assert "pytest: tests/test_calc.py::test_add: the log says PASSED, the guard saw setup passed, call failed" in \
             report["tamper_evidence"]
         assert "PASSED tests/test_calc.py::test_add" in (tmp_path / "test_output.txt").read_text()
     if name == "fakes_log_and_exits":
-        assert "a pytest session did not reach its end: the test process exited early" in report["tamper_evidence"]
+        assert "pytest: a pytest session did not reach its end: the test process exited early" in report["tamper_evidence"]
         assert report["exit_code"] == 0
 
 
