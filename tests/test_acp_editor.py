@@ -14,7 +14,7 @@ import sys
 import acp
 import pytest
 
-from tests.test_acp import Editor, agent_args, agent_env, call, scripted
+from tests.support.acp import Editor, agent_args, agent_env, call, scripted
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.docker, pytest.mark.timeout(300)]
 

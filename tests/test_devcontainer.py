@@ -177,12 +177,12 @@ def test_a_failing_dockerfile_shows_its_last_lines_and_tags_nothing(make_repo, b
 
 
 @pytest.mark.docker
-def test_solve_with_trust_starts_in_the_devcontainer_and_without_it_says_it_ignored_it(make_repo, base_image, tmp_path):
+def test_solve_with_trust_starts_in_the_devcontainer_and_without_it_says_it_ignored_it(make_repo, base_image, tmp_path, server):
     repo = make_repo({"main.py": "", DOT: json.dumps({"image": base_image})})
     env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
            "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
     solve = ["solve", "--headless", "--repo", str(repo), "--issue", "x", "--model", "hosted_vllm/served",
-             "--api-base", "http://127.0.0.1:9/v1"]
+             "--api-base", server.base]
     trusted = cli(*solve, "--trust", cwd=tmp_path, env=env)
     assert f"codeagent · environment: the devcontainer ({DOT}: image {base_image}), image {base_image}\n" \
            in trusted.stderr, trusted.stderr[-2000:]

@@ -95,7 +95,7 @@ class _Env:
     def reset(self, paths):
         self.steps.append(("reset", list(paths)))
 
-    def run_tests(self, command, timeout):
+    def run_tests(self, command, timeout, log_parser="", test_files=()):
         self.steps.append(("run", command, timeout))
         return task_env.TestRun("t::a PASSED\n", 0, True, False, 1.5)
 
@@ -123,9 +123,9 @@ def test_the_report_gives_the_seconds_of_each_step_of_the_flow():
     env = _Env()
     tests = env.run_tests
 
-    def slow_tests(command, timeout):
+    def slow_tests(command, timeout, *judged):
         time.sleep(0.05)
-        return tests(command, timeout)
+        return tests(command, timeout, *judged)
 
     env.run_tests = slow_tests
     plan = TestPlan("pytest", "pytest", 60, ["t::a"], ["t::b"], test_patch=TEST_PATCH)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_language_grading_docker import make_base
+from .support.language_tasks import make_base
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -11,9 +11,7 @@ are built once per machine too."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,27 +20,14 @@ import pytest
 
 from codeagent.sandbox.images import image_exists
 
-from .support.git import GIT_ENV, git
+from .support.language_tasks import make_base
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 DATA = Path(__file__).parent / "data"
 LANGUAGES = ("go", "rust", "node", "maven", "c")
-FIXED_DATE = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 TOOLCHAINS = {"go": "go 1.19", "rust": "rust", "node": "node/npm >=18", "maven": "java/maven 17",
               "c": "c/c++/cmake 3.13"}
-
-
-def make_base(lang: str, repos: Path) -> tuple[dict, str]:
-    """The task's row and its base commit, the repository laid out as repos/owner/name."""
-    row = json.loads((DATA / "language_tasks" / lang / "task.jsonl").read_text())
-    repo = repos / row["repo"]
-    shutil.copytree(DATA / "toolchains" / lang, repo)
-    shutil.copytree(DATA / "language_tasks" / lang / "base", repo, dirs_exist_ok=True)
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    subprocess.run(["git", "commit", "-q", "-m", "base"], cwd=repo, check=True, env={**os.environ, **GIT_ENV, **FIXED_DATE})
-    return row, git(repo, "rev-parse", "HEAD").strip()
 
 
 @pytest.fixture(scope="module")

@@ -190,7 +190,7 @@ def test_the_subagents_share_one_step_budget_and_a_refused_call_starts_nothing(m
         result = agent.run(Task(repo=str(repo), problem_statement="p"), sandbox)
         assert open(f"{sandbox.workdir}/f.txt").read() == "base\n"  # nothing applied
     outputs = [m["content"] for m in agent.store.load(result.trajectory_id).messages if m["role"] == "tool"]
-    assert "max_steps, 1 steps" in outputs[0] and "+one" in outputs[0]
+    assert "max_steps, 1 step," in outputs[0] and "+one" in outputs[0]
     assert "Not run: the steps left for subagents" in outputs[1]
     assert "No finished subagent is called 'sub-9' (sub-1)" in outputs[2]
     assert [e.kind for e in seen].count("subagent_started") == 1

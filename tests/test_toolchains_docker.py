@@ -95,12 +95,12 @@ def resolve_base() -> str:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_solve_says_which_environment_it_chose(tmp_path):
+def test_solve_says_which_environment_it_chose(tmp_path, server):
     repo = toolchain_repo("go", tmp_path)
     env = {**os.environ, "CODEAGENT_TRAJECTORY_DIR": str(tmp_path / "trajs"),
            "CODEAGENT_CONFIG": str(tmp_path / "no-user-config.yaml")}
     proc = cli("solve", "--repo", str(repo), "--issue", "make Add handle overflow", "--model", "hosted_vllm/served",
-               "--api-base", "http://127.0.0.1:9/v1", cwd=tmp_path, env=env, timeout=600)
+               "--api-base", server.base, cwd=tmp_path, env=env, timeout=600)
     assert "codeagent · environment: go 1.19 (go.mod) on codeagent/base:" in proc.stderr, proc.stderr[-2000:]
 
 

@@ -14,8 +14,7 @@ import time
 import pytest
 
 from tests.support.fake_server import FakeServer
-from tests.support.terminal import Pane
-from tests.test_tui_terminal import close_terminal
+from tests.support.terminal import Pane, close_terminal
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install -y tmux)")]

@@ -15,34 +15,10 @@ import time
 
 import pytest
 
-from tests.support.terminal import Pane
+from tests.support.terminal import Pane, close_terminal, processes_with
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install -y tmux)")]
-
-
-def _processes_with(marker: str) -> list[int]:
-    """Processes whose environment holds `marker` (each test's own temporary folder)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as environ:
-                    if marker.encode() in environ.read():
-                        found.append(int(entry))
-            except OSError:  # gone, or not ours to read
-                pass
-    return found
-
-
-def close_terminal(name: str, marker: str, timeout: float = 60) -> None:
-    """Kill the tmux session (the terminal hangs up) and wait until no process of the test is left:
-    a TUI that survives its terminal keeps its sandbox running."""
-    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
-    deadline = time.monotonic() + timeout
-    while _processes_with(marker):
-        assert time.monotonic() < deadline, f"processes left after the terminal closed: {_processes_with(marker)}"
-        time.sleep(0.2)
 
 
 def test_solve_the_example_in_a_real_terminal(tmp_path):
@@ -128,6 +104,6 @@ def test_a_closed_terminal_ends_the_tui_and_removes_its_sandbox(tmp_path):
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", "env " + command], check=True)
     try:
         Pane(name).wait_for("Run this command?", "sandbox ready")
-        assert _processes_with(str(tmp_path))
+        assert processes_with(str(tmp_path))
     finally:
         close_terminal(name, str(tmp_path))

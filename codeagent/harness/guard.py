@@ -77,7 +77,7 @@ class Guard:
 
     def install(self) -> str:
         """Write the plugin (in a zip archive) and its key; the exports that load it (before the test command)."""
-        from .judge import put
+        from .box_files import put
 
         archive = f"{self.folder}/plugin.zip"
         self.box.run(f"mkdir -p {self.folder}")

@@ -227,6 +227,18 @@ def reset_and_patch_tests_script(test_patch: str, patch_file: str) -> str:
 MAX_LOG_BYTES = 256 * 2**20
 
 
+def watched_run(box, command: str, log_parser: str, timeout: float, test_files: Sequence[str] = ()) -> TestRun:
+    """Run `command` in `box` (an open sandbox) as a graded run is run, watched by the judge: its TestRun,
+    whose `judge` holds what the observers saw (judge.judge_evidence() says what that means for given tests).
+    For verifiers that run tests in a sandbox of their own (the reproduction test)."""
+    box.run(f"mkdir -p {PATCH_DIR}")
+    watch = Watch(box, PATCH_DIR, command, log_parser, test_files)
+    run = run_tests(box, watch.install() + command, timeout)
+    if watch.observers:
+        run.judge = watch.collect()
+    return run
+
+
 def run_tests(box, command: str, timeout: float, progress: Callable[[str], None] | None = None) -> TestRun:
     """Run the test command with its output in a file (read whole: logs can be many MB) between
     markers that carry a nonce, so printed text cannot fake the end of the run. `progress` hears,

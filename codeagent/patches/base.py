@@ -30,8 +30,9 @@ def tree_reader(root: str | os.PathLike) -> Reader:
 
 
 def git_reader(git_dir: str | os.PathLike, commit: str) -> Reader:
-    """read(path) from a git object store at `commit` (no tree extracted)."""
-    object_id(commit, "commit")
+    """read(path) from a git object store at `commit` (a hex object id, or HEAD; no tree extracted)."""
+    if commit != "HEAD":  # `{commit}:{path}` then starts with a checked word: never an option
+        object_id(commit, "commit")
 
     def read(path: str) -> bytes | None:
         if not safe_relative(path):

@@ -93,7 +93,8 @@ def score_reproduction(source: str | RepoTest, candidates: list[Candidate], sand
 
 
 def _judge_python(sandbox, source, timeout: float) -> tuple[bool, str]:
-    from ..harness.judge import judge_evidence, watched_run
+    from ..harness.judge import judge_evidence
+    from ..harness.task_env import watched_run
 
     sandbox.write_file(TEST_PATH, source)
     run = watched_run(sandbox, reproduction_command(), "pytest", timeout, [TEST_PATH])
@@ -171,7 +172,8 @@ def _applied(sandbox, candidate: Candidate) -> bool:
 
 
 def _judge_in_language(sandbox, test: RepoTest, timeout: float) -> tuple[bool, str]:
-    from ..harness.judge import judge_evidence, watched_run, without_canaries
+    from ..harness.judge import judge_evidence, without_canaries
+    from ..harness.task_env import watched_run
 
     for path, text in test.files:
         sandbox.write_file(path, text)

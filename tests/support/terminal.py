@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -26,3 +27,27 @@ class Pane:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the terminal never showed {needles}:\n{text}")
             time.sleep(0.1)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Processes whose environment holds `marker` (each test's own temporary folder)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as environ:
+                    if marker.encode() in environ.read():
+                        found.append(int(entry))
+            except OSError:  # gone, or not ours to read
+                pass
+    return found
+
+
+def close_terminal(name: str, marker: str, timeout: float = 60) -> None:
+    """Kill the tmux session (the terminal hangs up) and wait until no process of the test is left:
+    a TUI that survives its terminal keeps its sandbox running."""
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+    deadline = time.monotonic() + timeout
+    while processes_with(marker):
+        assert time.monotonic() < deadline, f"processes left after the terminal closed: {processes_with(marker)}"
+        time.sleep(0.2)

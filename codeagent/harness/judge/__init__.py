@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -45,9 +44,10 @@ from typing import Any, Protocol
 import yaml
 
 from ...assets import asset_dir, asset_path
+from ..box_files import put, read  # noqa: F401 (the parts' file I/O, re-exported)
 
 __all__ = ["Context", "InfrastructureRule", "Observer", "Watch", "infrastructure_rules", "judge_evidence",
-           "observers_for", "source", "verdict", "watched_run", "without_canaries"]
+           "observers_for", "source", "verdict", "without_canaries"]
 
 
 @dataclass
@@ -71,27 +71,6 @@ class Observer(Protocol):
     def collect(self, context: Context) -> dict[str, Any]: ...
 
     def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]: ...
-
-
-def put(box, files: Mapping[str, str | bytes], mode: int = 0o644) -> None:
-    """Write `files` (path -> content) in the sandbox in one command of its shell: a write_file each would
-    cost a round trip to the engine each (most of a small run's judging time under load)."""
-    import base64
-
-    lines = []
-    for path, content in files.items():
-        data = content.encode() if isinstance(content, str) else content
-        quoted = shlex.quote(path)
-        lines.append(f"base64 -d > {quoted} <<'CODEAGENT_JUDGE_EOF'\n{base64.b64encode(data).decode()}\n"
-                     f"CODEAGENT_JUDGE_EOF\nchmod {mode:o} {quoted}")
-    result = box.run("\n".join(lines), timeout=120)
-    if result.exit_code != 0:
-        raise OSError(f"the judge's files could not be written: {result.output[-300:]}")
-
-
-def read(box, path: str) -> str:
-    """A small file of the judge's folder, through the sandbox's shell ('' when it is not there)."""
-    return box.run(f"cat {shlex.quote(path)} 2>/dev/null", timeout=120).output
 
 
 def source(asset: str, **values: str) -> str:
@@ -207,20 +186,6 @@ class Watch:
 
     def collect(self) -> dict[str, Any]:
         return {observer.name: observer.collect(self.context) for observer in self.observers}
-
-
-def watched_run(box, command: str, log_parser: str, timeout: float, test_files: Sequence[str] = ()):
-    """Run `command` in `box` (an open sandbox) as a graded run is run, watched by the judge: its TestRun,
-    whose `judge` holds what the observers saw (judge_evidence() says what that means for given tests).
-    For verifiers that run tests in a sandbox of their own (the reproduction test)."""
-    from ..task_env import PATCH_DIR, run_tests
-
-    box.run(f"mkdir -p {PATCH_DIR}")
-    watch = Watch(box, PATCH_DIR, command, log_parser, test_files)
-    run = run_tests(box, watch.install() + command, timeout)
-    if watch.observers:
-        run.judge = watch.collect()
-    return run
 
 
 # the names the judge's canaries are reported under (go.py, node.py), as the log parsers spell them
