@@ -60,15 +60,17 @@ def test_behaviour_weights_truncate_or_mask_and_measure_the_mismatch():
     proximal = torch.tensor([[-1.0, 0.0, -2.0, -1.1, 3.0]])  # ratios 1, e, 1/e, e^-0.1; the last is padding
     mask = torch.tensor([[1, 1, 1, 1, 0]])
     ratios = [1.0, math.e, math.exp(-1), math.exp(-0.1)]
-    weights, stats = behaviour_weights(proximal, behaviour, mask, mode="token_truncate", cap=2.0)
+    weights, dropped, stats = behaviour_weights(proximal, behaviour, mask, mode="token_truncate", cap=2.0)
     assert weights[0].tolist() == pytest.approx([1.0, 2.0, math.exp(-1), math.exp(-0.1), 0.0])
-    assert stats["is_masked_fraction"] == pytest.approx(0.25) and stats["tokens"] == 4
+    assert stats["is_masked_fraction"] == pytest.approx(0.25) and stats["tokens"] == stats["loss_tokens"] == 4
+    assert not dropped.any()  # truncated tokens stay in the loss
     expected_kl = sum(r - 1 - math.log(r) for r in ratios) / 4
     assert stats["mismatch_kl"] == pytest.approx(expected_kl)
-    weights, stats = behaviour_weights(proximal, behaviour, mask, mode="token_mask", cap=2.0)
+    weights, dropped, stats = behaviour_weights(proximal, behaviour, mask, mode="token_mask", cap=2.0)
     assert weights[0].tolist() == pytest.approx([1.0, 0.0, 0.0, math.exp(-0.1), 0.0])
-    assert stats["is_masked_fraction"] == pytest.approx(0.5)
-    weights, stats = behaviour_weights(behaviour, behaviour, mask, mode="none")
+    assert stats["is_masked_fraction"] == pytest.approx(0.5) and stats["loss_tokens"] == 2
+    assert dropped[0].tolist() == [False, True, True, False, False]  # masked tokens leave the loss's normaliser
+    weights, _, stats = behaviour_weights(behaviour, behaviour, mask, mode="none")
     assert weights[0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0] and stats["mismatch_kl"] == 0.0
 
 
@@ -261,9 +263,9 @@ def test_async_mode_refuses_what_it_cannot_do(tiny):
     run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "rollout.generation=vllm"])
     with pytest.raises(TrainError, match="versioned copies"):
         grpo._use_vllm(run)
-    run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "trainer.loss_type=vespo"])
-    with pytest.raises(TrainError, match="loss_type=vespo"):
-        grpo._asynchronous(run, None, [])
+    from codeagent.train.offpolicy import check_correction
+
+    assert "loss_type=vespo" in check_correction("vespo", "token_truncate")  # every path: test_train_offpolicy.py
     with pytest.raises(TrainError, match="max_staleness"):
         load_recipe("grpo-tiny-async", [f"model.base={tiny}", "rollout.max_staleness=-1"])
 

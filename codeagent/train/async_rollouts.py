@@ -38,6 +38,7 @@ from typing import Any
 
 from . import TrainError
 from .buffer import Group, SampleBuffer
+from .offpolicy import STATISTICS
 from .rollouts import Rollout, Rollouts
 from .versions import PolicyVersions
 
@@ -149,9 +150,8 @@ class AsyncRollouts:
         record, self._pending = self._pending, None
         if record is None:
             return
-        record.update({key: stats[key] for key in ("mismatch_kl", "mismatch_logp_abs_max", "is_ratio_mean",
-                                                     "is_masked_fraction")})
-        record["trained_tokens"] = stats["tokens"]
+        record.update({key: stats[key] for key in STATISTICS})
+        record["trained_tokens"], record["loss_tokens"] = stats["tokens"], stats["loss_tokens"]
         if self.on_record is not None:
             self.on_record(record)
 

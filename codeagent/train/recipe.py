@@ -164,11 +164,13 @@ class RolloutSection(_Strict):
     # Async GRPO (train/async_rollouts.py): rollout workers keep sampling from versioned copies of the policy
     # while the trainer steps; each rollout records the version that sampled it; groups staler than
     # max_staleness optimizer steps are dropped (counted in metrics.jsonl); at most buffer_batches generation
-    # batches are started ahead (default max_staleness + 1). The loss weighs each token by proximal/behaviour
-    # logprob ratio (offpolicy.py): token_truncate at off_policy_cap, token_mask outside [1/cap, cap], or none.
+    # batches are started ahead (default max_staleness + 1).
     asynchronous: bool = False
     max_staleness: int = Field(default=1, ge=0)
     buffer_batches: int | None = Field(default=None, ge=1)
+    # Every path (sync or async, transformers or vLLM): the loss weighs each token by the ratio of the trainer's
+    # logprob to the sampler's recorded one (offpolicy.py): token_truncate at off_policy_cap, token_mask outside
+    # [1/cap, cap] (those tokens leave the loss and its normaliser), or none (measured only).
     off_policy_correction: Literal["token_truncate", "token_mask", "none"] = "token_truncate"
     off_policy_cap: float = Field(default=2.0, gt=1.0)
 
