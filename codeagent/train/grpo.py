@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from ..nested import deep_merge, nest
-from . import TrainError
+from . import TrainError, runnable
 from .data import rl_tasks, save_summary, to_dataset
 from .modeling import (
     MetricsFile,
@@ -119,9 +119,13 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
         raise TrainError(str(error)) from None
     tasks = tasks if tasks is not None else rl_tasks(recipe.data)
     config = agent_config(recipe)
-    model, tokenizer = load_base(recipe)
-    args = trl_args(recipe, **trl_settings(recipe, use_vllm=_use_vllm(recipe),
-                                           reward_weights=[weight for _, weight in components]))
+    use_vllm = _use_vllm(recipe)
+    problem = runnable.top_p_convention(recipe.rollout.top_p, "vllm serve" if recipe.rollout.served
+                                        else "vllm" if use_vllm else "transformers")
+    if problem:
+        raise TrainError(problem)
+    args = trl_args(recipe, **trl_settings(recipe, use_vllm=use_vllm, reward_weights=[weight for _, weight in components]))
+    model, tokenizer = load_base(recipe, args)  # after the config: sharded at load under ZeRO-3
     rollout_store = store or TrajectoryStore(recipe.rollout.store or recipe.data.store)
     rollouts = Rollouts(recipe, tasks, tokenizer, config, rollout_store)
     dataset = to_dataset([{"prompt": task.instance_id} for task in tasks])
@@ -154,15 +158,14 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
         rollout_func=rollout_func, callbacks=callbacks,
     )
     trainer.off_policy_mode, trainer.off_policy_cap = recipe.rollout.off_policy_correction, recipe.rollout.off_policy_cap
+    processes = trainer.accelerator.num_processes
     if publish is not None:
-        if trainer.accelerator.num_processes > 1:
-            raise TrainError("rollout.asynchronous runs in one training process for now (its rollout workers and "
-                             "policy copies live in it); launch without accelerate's multi-process configs")
+        if problem := runnable.one_process("asynchronous", processes):
+            raise TrainError(problem)
         publish.trainer = trainer
         trainer.on_batch = rollout_func.on_loss_statistics
-    if recipe.rollout.dynamic_sampling and trainer.accelerator.num_processes > 1:
-        raise TrainError("rollout.dynamic_sampling runs in one training process for now (each rank holds part of a "
-                         "group, and ranks would refill different numbers of groups); set it to 0")
+    if recipe.rollout.dynamic_sampling and (problem := runnable.one_process("dynamic_sampling", processes)):
+        raise TrainError(problem)
     if evaluation is not None:
         evaluation.trainer = trainer
     rollouts.evaluation = evaluation

@@ -181,9 +181,10 @@ class RewardsSection(_Strict):
     steps: float = 0.0  # weight of the gated step reward (G-RA)
     steps_gate: float = 1.0  # step rewards count only when the outcome reward reaches this
     step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = ["well_formed", "tool_ok"]
-    # How the gated step rewards make the return: summed (G-RA's accumulation: longer runs earn more), or
-    # averaged over the steps (in [0, 1] whatever the run's length).
-    steps_aggregate: Literal["sum", "mean"] = "sum"
+    # How the gated step rewards make the return: averaged over the steps (in [0, 1] whatever the run's length,
+    # the default), or summed (G-RA's accumulation: a longer run earns more, so a policy learns to pad its runs
+    # with cheap well-formed steps).
+    steps_aggregate: Literal["sum", "mean"] = "mean"
     # The baseline an advantage is measured from: TRL's group mean, or the mean of the other members of the
     # group (leave_one_out, RLOO; train/objectives.py).
     baseline: Literal["group_mean", "leave_one_out"] = "group_mean"
@@ -295,7 +296,11 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     recipe.source = source
     _check_trainer_keys(recipe, where)
     if recipe.method == "grpo":
+        from .runnable import cispo_cap
+
         _check_grpo_dropout(recipe, where)
+        if problem := cispo_cap(recipe.trainer):
+            raise TrainError(f"{where}: {problem}")
         if recipe.rollout.served and not recipe.rollout.asynchronous:
             raise TrainError(f"{where}: rollout.served samples the versions of async GRPO: set rollout.asynchronous")
     if recipe.method != "grpo":
