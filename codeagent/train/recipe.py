@@ -199,8 +199,8 @@ class DistributedSection(_Strict):
     accelerate_config: str | None = None
     # How long a rank waits at a collective (the process group's timeout, TRL's ddp_timeout) before the run is
     # killed. Ranks wait at the next step while the others finish their rollouts (an agent run may take
-    # rollout limits of 30 min plus grading and image builds) or rank 0 runs the held-out evaluation:
-    # torch's default, 30 min, is shorter than one rollout batch.
+    # rollout limits of 30 min plus grading and image builds) or the slowest rank finishes its share of the
+    # held-out evaluation: torch's default, 30 min, is shorter than one rollout batch.
     timeout_seconds: int = Field(default=4 * 3600, gt=0)
 
 
