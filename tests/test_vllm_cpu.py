@@ -240,9 +240,9 @@ def test_each_policy_version_is_sampled_by_the_server_with_its_own_adapter(tiny,
 def test_async_grpo_through_vllm_serve_with_rollouts_on_a_two_node_ray_cluster(tiny, tmp_path, monkeypatch, no_leaks):
     """train/grpo-tiny-async-served.yaml: async GRPO whose rollouts sample through a `vllm serve` process (an
     adapter per policy version) and whose sandboxes run on the worker node of a two-node Ray cluster (a head
-    with no sandbox slot). As in the local async test: one worker, two batches ahead, max_staleness 0, so
-    the second group (version 0) is dropped at step 1 and step 1 trains version 1's samples; every
-    trajectory records its version. Token-exact through the server (multi-turn runs: the prompt is rendered
+    with no sandbox slot). One worker, room for two batches, max_staleness 0: nothing is sampled for step 1
+    before version 1 is published (before, the second group was sampled by version 0 and dropped), so step 1
+    trains version 1's samples and nothing is dropped; every trajectory records its version. Token-exact through the server (multi-turn runs: the prompt is rendered
     here, tokens go in and out), and the loss's measured mismatch with the sampler is ~0 at both steps (at
     step 1 the server sampled with version 1's adapter). No image is built and no sandbox is started in
     this process: they are the Ray node's."""
@@ -303,7 +303,7 @@ def test_async_grpo_through_vllm_serve_with_rollouts_on_a_two_node_ray_cluster(t
     assert [r["step"] for r in steps] == [0, 1], records
     first, second = steps
     assert first["policy_versions"] == [0] and first["dropped_stale_groups"] == 0
-    assert second["policy_versions"] == [1] and second["dropped_stale_groups"] >= 1 and second["dropped_versions"] == [0]
+    assert second["policy_versions"] == [1] and second["dropped_stale_groups"] == 0
     for record in steps:
         assert record["infra_failures"] == 0 and record["trained_tokens"] > 0
         assert record["mismatch_kl"] < 1e-4 and record["is_masked_fraction"] == 0.0, record
