@@ -146,6 +146,10 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
 
     root = work / f"seed-{seed}"
     root.mkdir(parents=True, exist_ok=True)
+    done = root / "result.json"
+    if done.is_file():  # a finished seed of an earlier launch with the same --work: kept as it was measured
+        print(f"\n== [seed {seed}] finished earlier: {done}", flush=True)
+        return json.loads(done.read_text())
     started, load_start = time.monotonic(), load_average()
     timings = {}
 
@@ -193,7 +197,7 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
     ratio = after["mean"] / before["mean"] if before["mean"] else float("inf")
     print(f"   SFT baseline: {before['mean']:.3f} over {before['rollouts']} rollouts; "
           f"GRPO: {after['mean']:.3f} over {after['rollouts']}; ratio {ratio:.2f}x", flush=True)
-    return {"seed": seed, "sft_held_out": before, "grpo_held_out": after, "ratio": ratio, "probes": probes,
+    result = {"seed": seed, "sft_held_out": before, "grpo_held_out": after, "ratio": ratio, "probes": probes,
             "curve": [{"step": e["step"], "reward_mean": round(e["reward_mean"], 4), "masked": e["masked"],
                        "uniform_groups": e["uniform_groups"], "groups": e["groups"],
                        "refilled_groups": refills.get(e["step"], {}).get("replaced_groups", 0),
@@ -201,6 +205,8 @@ def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) ->
             "grpo_set": list(args.grpo_set),
             "timings": {k: round(v, 1) for k, v in timings.items()},
             "seconds": round(time.monotonic() - started, 1), "load_start": load_start, "load_end": load_average()}
+    done.write_text(json.dumps(result, indent=1))
+    return result
 
 
 def first_per_step(entries) -> list[dict]:

@@ -3,6 +3,8 @@
 # when none answers), debootstrap (for air-gapped image builds), a virtualenv with codeagent in
 # it (the versions of requirements/lock.txt: scripts/venv.sh), and the sandbox base image. Safe to
 # run again: what is there already is kept.
+#   bash scripts/setup.sh --gpu   the same with .venv-gpu instead: the GPU set of requirements/gpu-lock.txt
+#                                 (CUDA torch, vLLM, DeepSpeed, FlashAttention-4; codeagent[train,vllm,deepspeed])
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,12 +48,16 @@ command -v chromedriver >/dev/null 2>&1 || apt_install chromium-driver
 
 export PYTHON=${PYTHON:-python3}  # scripts/venv.sh makes the virtualenv with it
 "$PYTHON" -c "import ensurepip" 2>/dev/null || apt_install python3-venv
-EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,ray,telemetry,view,acp}
+EXTRAS=${CODEAGENT_EXTRAS:-dev,llm,data,tui,train,deepspeed,ray,telemetry,view,acp}
 # The versions of requirements/lock.txt in .venv; with CODEAGENT_UNLOCKED=1 the newest ones, in .venv-latest.
-case ${CODEAGENT_UNLOCKED:-} in
-  ""|0) venv=.venv; bash scripts/venv.sh .venv "$EXTRAS" locked;;
-  *) venv=.venv-latest; bash scripts/venv.sh .venv-latest "$EXTRAS" latest;;
-esac
+if [ "${1:-}" = --gpu ]; then
+  venv=.venv-gpu; bash scripts/venv.sh .venv-gpu "${CODEAGENT_GPU_EXTRAS:-train,vllm,deepspeed}" gpu
+else
+  case ${CODEAGENT_UNLOCKED:-} in
+    ""|0) venv=.venv; bash scripts/venv.sh .venv "$EXTRAS" locked;;
+    *) venv=.venv-latest; bash scripts/venv.sh .venv-latest "$EXTRAS" latest;;
+  esac
+fi
 
 "$venv/bin/codeagent" sandbox build >/dev/null
 log "ready: $venv/bin/codeagent"

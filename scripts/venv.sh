@@ -3,6 +3,8 @@
 #   bash scripts/venv.sh DIR EXTRAS locked   the versions of requirements/lock.txt (scripts/setup.sh, CI)
 #   bash scripts/venv.sh DIR EXTRAS latest   the newest versions pyproject.toml allows, in DIR made afresh
 #                                            (CODEAGENT_UNLOCKED=1 bash scripts/test.sh, scripts/lock.sh)
+#   bash scripts/venv.sh DIR EXTRAS gpu      the versions of requirements/gpu-lock.txt (scripts/setup.sh --gpu):
+#                                            PyPI's CUDA torch, vLLM, DeepSpeed and the FlashAttention wheel
 # A locked DIR is reinstalled only when pyproject.toml, the lock or EXTRAS changed (a stamp in DIR says).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,8 +13,9 @@ dir=$1 extras=$2 mode=$3
 lock=requirements/lock.txt
 log() { printf '[setup] %s\n' "$*" >&2; }
 
+[ "$mode" = gpu ] && lock=requirements/gpu-lock.txt
 case $mode in
-  locked)
+  locked|gpu)
     stamp=$(cat pyproject.toml "$lock" | sha256sum | cut -c1-16)-$extras
     [ "$(cat "$dir/.codeagent-installed" 2>/dev/null)" != "$stamp" ] || exit 0
     constraints="-c $lock";;
@@ -20,7 +23,7 @@ case $mode in
     rm -rf "$dir"
     stamp=latest-$extras
     constraints="";;
-  *) echo "venv.sh: mode is locked or latest, not $mode" >&2; exit 2;;
+  *) echo "venv.sh: mode is locked, latest or gpu, not $mode" >&2; exit 2;;
 esac
 
 if [ ! -x "$dir/bin/python" ]; then
@@ -30,14 +33,16 @@ fi
 pip() { "$dir/bin/python" -m pip "$@"; }
 log "installing codeagent[$extras] into $dir ($mode versions)"
 rm -f "$dir/.codeagent-installed"  # a failed install below leaves no stamp, so the next run retries
-if [ "$mode" = locked ]; then
+if [ "$mode" != latest ]; then
   # the installers themselves too (torch needs setuptools at run time)
-  pip install -q $(grep -E '^(pip|setuptools|wheel)==' "$lock")
+  installers=$(grep -E '^(pip|setuptools|wheel)==' "$lock" || true)
+  [ -z "$installers" ] || pip install -q $installers
 else
   pip install -q --upgrade pip
 fi
 
-case ",$extras," in *,train,*)
+case "$mode,$extras," in gpu,*) ;;  # the GPU set takes PyPI's CUDA torch, vLLM's pin, like the rest
+  *,train,*)
   # CPU PyTorch first: a bare `pip install torch` pulls gigabytes of CUDA packages. Its dependencies
   # come with the install below (at the locked versions when locked); torch==V accepts V+cpu.
   want=""
@@ -60,4 +65,7 @@ case ",$extras," in *,train,*)
   fi;;
 esac
 pip install -q $constraints -e ".[$extras]"
+if [ "$mode" = gpu ]; then  # the FlashAttention wheel of the set (no extra names it: a beta, GPU only)
+  pip install -q $constraints $(grep -E '^flash-attn-4==' "$lock")
+fi
 echo "$stamp" > "$dir/.codeagent-installed"

@@ -124,3 +124,31 @@ def test_the_vllm_extra_takes_only_releases_that_agree_with_the_train_pins():
             train["transformers"].contains(f"5.{minor}.0") and wanted.contains(f"5.{minor}.0") for minor in range(60))
         assert agrees == (version in admitted), f"vllm {version}: agrees={agrees}, admitted={version in admitted}"
     assert "vllm" not in open(ROOT / "scripts" / "setup.sh").read().split("EXTRAS=${CODEAGENT_EXTRAS:-")[1].split("}")[0]
+
+
+GPU_LOCK = ROOT / "requirements" / "gpu-lock.txt"
+
+
+def test_the_gpu_lock_resolves_the_gpu_stack_together_within_pyprojects_ranges():
+    """requirements/gpu-lock.txt (scripts/gpu_lock.sh: pip's resolver against PyPI, --dry-run) holds torch, vLLM,
+    DeepSpeed and the FlashAttention wheel in one resolution: vLLM's own torch pin, and every dependency the core,
+    `train`, `vllm` and `deepspeed` extras name at a version their ranges allow. It is not the CPU lock (torch
+    2.15 there): `codeagent[vllm]` in the CPU venv would take torch down, so the set-up keeps them apart."""
+    gpu = read_lock(GPU_LOCK.read_text())
+    assert "pip install --dry-run --ignore-installed --report" in GPU_LOCK.read_text()
+    for name in ("torch", "vllm", "deepspeed", "flash-attn-4", "transformers", "trl", "peft", "accelerate"):
+        assert name in gpu, name
+    assert (str(gpu["vllm"]), str(gpu["torch"])) in {(v, next(iter(Requirement(t).specifier)).version)
+                                                      for v, (_, t) in VLLM_REQUIRES.items()}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    for line in project["dependencies"] + extras["train"] + extras["vllm"] + extras["deepspeed"]:
+        requirement = Requirement(line)
+        if requirement.name == "codeagent":
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in gpu and requirement.specifier.contains(gpu[name], prereleases=True), (line, gpu.get(name))
+    cpu = read_lock(LOCK.read_text())
+    assert gpu["torch"] != cpu["torch"]  # why the GPU set has a virtualenv of its own (scripts/setup.sh --gpu)
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert "venv.sh .venv-gpu" in setup and "train,vllm,deepspeed" in setup

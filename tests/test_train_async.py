@@ -35,8 +35,9 @@ def test_the_buffer_drops_groups_staler_than_max_staleness():
     from codeagent.train.buffer import SampleBuffer
 
     buffer = SampleBuffer(capacity=3, max_staleness=1)
+    buffer.publish(2)  # the trainer is at version 2
     assert all(buffer.reserve() for _ in range(3))
-    assert not buffer.reserve(stop=lambda: True)  # full: a producer waits (here told to stop)
+    assert not buffer.has_room()  # full: a producer waits
     for group in (_group("a", 0, 0), _group("b", 2, 0), _group("c", 2, 1)):
         buffer.put(group)
     taken = buffer.take(1, version=2)
@@ -51,6 +52,30 @@ def test_the_buffer_drops_groups_staler_than_max_staleness():
         buffer.take(1, version=2, alive=dead)
 
 
+def test_a_group_starts_only_when_its_version_is_fresh_enough_for_the_step_that_takes_it():
+    """max_staleness 0: nothing is sampled for a step before that step's weights are published (no group is
+    made to be dropped); max_staleness 1: the workers run exactly one batch ahead."""
+    from codeagent.train.buffer import SampleBuffer
+
+    buffer = SampleBuffer(capacity=4, max_staleness=0, groups_per_batch=2)
+    assert buffer.reserve() and buffer.reserve()  # step 0's two groups, sampled by version 0
+    assert not buffer.has_room()  # the next group would be taken at step 1: it waits for version 1
+    buffer.put(_group("a", 0, 0))
+    buffer.put(_group("b", 0, 0))
+    taken = buffer.take(2, version=0)
+    assert len(taken.groups) == 2 and not taken.dropped and not buffer.has_room()
+    buffer.publish(1)
+    assert buffer.reserve() and buffer.reserve() and not buffer.has_room()
+
+    ahead = SampleBuffer(capacity=8, max_staleness=1, groups_per_batch=2)
+    assert all(ahead.reserve() for _ in range(4)) and not ahead.has_room()  # steps 0 and 1 from version 0
+    ahead.publish(1)
+    assert ahead.reserve() and ahead.reserve() and not ahead.has_room()  # step 2 from version 1
+    resumed = SampleBuffer(capacity=8, max_staleness=0, groups_per_batch=2)
+    resumed.start_at(5)  # resuming at step 5: version 5 samples step 5, and no further
+    assert resumed.reserve() and resumed.reserve() and not resumed.has_room()
+
+
 def test_behaviour_weights_truncate_or_mask_and_measure_the_mismatch():
     import torch
 
@@ -60,23 +85,26 @@ def test_behaviour_weights_truncate_or_mask_and_measure_the_mismatch():
     proximal = torch.tensor([[-1.0, 0.0, -2.0, -1.1, 3.0]])  # ratios 1, e, 1/e, e^-0.1; the last is padding
     mask = torch.tensor([[1, 1, 1, 1, 0]])
     ratios = [1.0, math.e, math.exp(-1), math.exp(-0.1)]
-    weights, stats = behaviour_weights(proximal, behaviour, mask, mode="token_truncate", cap=2.0)
+    weights, dropped, stats = behaviour_weights(proximal, behaviour, mask, mode="token_truncate", cap=2.0)
     assert weights[0].tolist() == pytest.approx([1.0, 2.0, math.exp(-1), math.exp(-0.1), 0.0])
-    assert stats["is_masked_fraction"] == pytest.approx(0.25) and stats["tokens"] == 4
+    assert stats["is_masked_fraction"] == pytest.approx(0.25) and stats["tokens"] == stats["loss_tokens"] == 4
+    assert not dropped.any()  # truncated tokens stay in the loss
     expected_kl = sum(r - 1 - math.log(r) for r in ratios) / 4
     assert stats["mismatch_kl"] == pytest.approx(expected_kl)
-    weights, stats = behaviour_weights(proximal, behaviour, mask, mode="token_mask", cap=2.0)
+    weights, dropped, stats = behaviour_weights(proximal, behaviour, mask, mode="token_mask", cap=2.0)
     assert weights[0].tolist() == pytest.approx([1.0, 0.0, 0.0, math.exp(-0.1), 0.0])
-    assert stats["is_masked_fraction"] == pytest.approx(0.5)
-    weights, stats = behaviour_weights(behaviour, behaviour, mask, mode="none")
+    assert stats["is_masked_fraction"] == pytest.approx(0.5) and stats["loss_tokens"] == 2
+    assert dropped[0].tolist() == [False, True, True, False, False]  # masked tokens leave the loss's normaliser
+    weights, _, stats = behaviour_weights(behaviour, behaviour, mask, mode="none")
     assert weights[0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0] and stats["mismatch_kl"] == 0.0
 
 
-def test_workers_run_ahead_and_a_broken_weight_sync_is_an_error(tiny):
-    """The producer, the buffer and the versions together, with scripted rollouts (no Docker): the workers
-    fill the buffer ahead with version 0; at step 1 without a publish the trainer refuses to go on (the
-    sync broke: sampling the old policy would go unseen); once published, the version-0 groups are dropped
-    and what is handed to TRL was sampled by version 1."""
+def test_with_max_staleness_0_nothing_is_dropped_and_a_broken_weight_sync_is_an_error(tiny):
+    """The producer, the buffer and the versions together, with scripted rollouts (no Docker), max_staleness 0
+    and room for three batches: the workers sample step 0's groups with version 0 and wait; at step 1 without
+    a publish the trainer refuses to go on (the sync broke: sampling the old policy would go unseen); once
+    version 1 is published, step 1's groups are sampled by it and none is dropped (before, the workers ran
+    ahead with version 0 and every such group was dropped)."""
     from types import SimpleNamespace
 
     import torch
@@ -112,9 +140,8 @@ def test_workers_run_ahead_and_a_broken_weight_sync_is_an_error(tiny):
         producer.publish(trainer.model, 1)
         output = producer(["t1", "t1"], trainer)
         assert output["policy_version"] == [1, 1] and output["completion_ids"] == [[5], [5]]
-        record = producer.history[-1]
-        assert record["dropped_stale_groups"] >= 1 and record["dropped_versions"] == [0]
-        assert all(version in (0, 1) for version, _ in seen)
+        assert producer.buffer.dropped_total == 0 and producer.history[-1]["dropped_stale_groups"] == 0
+        assert [version for version, _ in seen[:4]] == [0, 0, 1, 1]
     finally:
         producer.close()
 
@@ -261,9 +288,9 @@ def test_async_mode_refuses_what_it_cannot_do(tiny):
     run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "rollout.generation=vllm"])
     with pytest.raises(TrainError, match="versioned copies"):
         grpo._use_vllm(run)
-    run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "trainer.loss_type=vespo"])
-    with pytest.raises(TrainError, match="loss_type=vespo"):
-        grpo._asynchronous(run, None, [])
+    from codeagent.train.offpolicy import check_correction
+
+    assert "loss_type=vespo" in check_correction("vespo", "token_truncate")  # every path: test_train_offpolicy.py
     with pytest.raises(TrainError, match="max_staleness"):
         load_recipe("grpo-tiny-async", [f"model.base={tiny}", "rollout.max_staleness=-1"])
 
@@ -279,47 +306,59 @@ def test_objective_options_reach_trl_as_recipe_options(tiny):
     assert args.scale_rewards == "none" and args.loss_type == "dr_grpo"
 
 
-def test_async_tiny_recipe_trains_with_versioned_rollouts_in_docker(tiny, tmp_path, no_leaks):
-    """train/grpo-tiny-async.yaml on CPU with the Docker toy tasks. One worker runs the rollouts in order and
-    two batches may be started ahead, so the second group starts while the trainer is still on version 0;
-    with max_staleness 0 it is dropped at step 1, and what step 1 trains was sampled by version 1. Every
-    rollout's trajectory records its version; metrics.jsonl has a record per step; at step 0 the sampler is
-    the trainer, so the mismatch the loss measures is ~0 (the recorded logprobs are the trainer's)."""
-    from codeagent.train import grpo
+@pytest.mark.timeout(1800)  # demonstrations, SFT and three async steps, each rollout a Docker run
+def test_the_shipped_async_recipe_trains_sampled_tokens_with_versioned_rollouts_in_docker(tmp_path, no_leaks):
+    """train/grpo-tiny-async.yaml as shipped (paths and the number of steps aside), from the start its chain makes
+    (toy demonstrations, `train tiny --toy-store`, sft-tiny-toy, merged), on CPU with the Docker toy tasks.
+    Every step trains tokens the policy sampled (from the random tiny model every run was masked: 0 tokens
+    trained, mismatch_kl 0.0 over nothing) and the rewards of a group differ. The workers run one batch ahead
+    (max_staleness 1): a later step trains groups of the version before, kept, with the gap between the two
+    versions measured once the adapter has moved. Every trajectory records the version that sampled it."""
+    import statistics
+
+    import torch
+
+    from codeagent.data.toy import toy_tasks
+    from codeagent.train import grpo, sft
+    from codeagent.train.modeling import merge_adapter
     from codeagent.train.recipe import load_recipe
+    from codeagent.train.toy import build_toy_model, record_demonstrations
     from codeagent.trajectory.store import TrajectoryStore
 
+    torch.set_num_threads(1)
+    demos = tmp_path / "demos"
+    assert len(record_demonstrations(demos, tasks=toy_tasks(1), workers=2)) == 4
+    base = build_toy_model(tmp_path / "tiny", demos, vocab_size=1024)
+    adapter = sft.run(load_recipe("sft-tiny-toy", [f"model.base={base}", f"data.store={demos}",
+                                                   f"output_dir={tmp_path / 'sft'}"]))
+    merged = merge_adapter(adapter, tmp_path / "merged")
+
     out, rollouts_dir = tmp_path / "out", tmp_path / "rollouts"
-    run = load_recipe("grpo-tiny-async", [
-        f"model.base={tiny}", f"output_dir={out}", "data.tasks=toy:2", f"rollout.store={rollouts_dir}",
-        "trainer.num_generations=2", "trainer.per_device_train_batch_size=2", "trainer.max_steps=2",
-        "rollout.workers=1", "rollout.max_staleness=0", "rollout.buffer_batches=2", "rollout.max_tokens=16",
-        "rollout.set={limits.max_steps: 2}",
-        # a random model's runs hit limits: keep them in the loss, so there are tokens to measure
-        "rollout.mask_truncated=false", "rollout.mask_exit_statuses=[]"])
-    adapter = grpo.run(run)
-    assert (adapter / "adapter_model.safetensors").is_file()
+    run = load_recipe("grpo-tiny-async", [f"model.base={merged}", f"output_dir={out}", f"rollout.store={rollouts_dir}",
+                                          "trainer.max_steps=3"])
+    assert (run.rollout.max_staleness, run.rollout.mask_exit_statuses != [], run.rollout.mask_truncated) == (1, True, True)
+    grpo.run(run)
 
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if r.get("event") == "async_step"]
-    assert [r["step"] for r in steps] == [0, 1], records
-    first, second = steps
-    assert first["policy_versions"] == [0] and first["staleness_max"] == 0 and first["dropped_stale_groups"] == 0
-    assert second["policy_versions"] == [1] and second["dropped_stale_groups"] >= 1
-    assert second["dropped_versions"] == [0] and second["dropped_stale_samples"] == 2 * second["dropped_stale_groups"]
+    assert [r["step"] for r in steps] == [0, 1, 2], records
     for record in steps:
-        for key in ("reward_mean", "reward_std", "uniform_groups", "infra_failures", "is_masked_fraction"):
-            assert key in record, key
-        assert record["trained_tokens"] > 0 and record["mismatch_kl"] >= 0.0
-    assert first["mismatch_kl"] < 1e-4 and first["is_masked_fraction"] == 0.0, first
-    trl_logs = [r for r in records if "off_policy/mismatch_kl" in r]
-    assert len(trl_logs) == 2
+        assert record["trained_tokens"] > 0 and record["loss_tokens"] > 0, record  # the policy's own tokens
+        assert record["masked"] < record["rollouts"] and record["infra_failures"] == 0, record
+        assert record["staleness_max"] <= 1 and record["policy_versions"][0] >= record["step"] - 1, record
+    assert steps[0]["policy_versions"] == [0] and steps[0]["mismatch_kl"] < 1e-4  # the sampler is the trainer
+    assert any(r["reward_std"] > 0 for r in steps), steps  # rewards differ: something to learn
+    assert sum(r["dropped_stale_groups"] for r in steps) == 0  # one batch ahead, never further
+    for before, record in zip(steps, steps[1:]):
+        if record["staleness_max"] == 1 and before["reward_std"] > 0:  # trained on the version before a real step
+            assert record["mismatch_kl"] > 0, (before, record)
+    corrections = [r for r in records if "off_policy/mismatch_kl" in r]
+    assert len(corrections) == 3
 
     store = TrajectoryStore(rollouts_dir)
-    trajectories = [store.load(i) for i in store.ids()]
-    assert len(trajectories) >= 6 and all(t.policy_version in (0, 1) for t in trajectories)
+    trajectories = {t.id: t for t in (store.load(i) for i in store.ids())}
     trained = json.loads((out / "training_data.json").read_text())
-    assert len(trained["rollout_ids"]) == 4
-    by_id = {t.id: t for t in trajectories}
-    assert [by_id[i].policy_version for i in trained["rollout_ids"]] == [0, 0, 1, 1]
-    assert trained["async"]["published_versions"][:2] == [0, 1] and trained["async"]["dropped_stale_groups"] >= 1
+    assert len(trained["rollout_ids"]) == 24
+    versions = [trajectories[i].policy_version for i in trained["rollout_ids"]]
+    assert versions[:8] == [0] * 8 and all(v in (step - 1, step) for step, v in zip([0] * 8 + [1] * 8 + [2] * 8, versions))
+    assert statistics.fmean(t.rewards.get("resolved", 0.0) for t in trajectories.values()) > 0

@@ -52,12 +52,13 @@ def test_swe_rl_gives_minus_one_for_an_empty_or_malformed_answer():
 def test_gra_accumulates_step_rewards_only_past_the_gate_and_counts_bash_edits():
     """Hand-computed with signals well_formed, tool_ok, edited, tested:
     step 1 (sed -i, ok): 1, 1, 1 (an edit through bash), 0 -> 0.75; step 2 (pytest, exit 1): 1, 0, 0, 1
-    -> 0.5; step 3 (submit): 1, 1, 0, 0 -> 0.5. Resolved: the steps component is their sum, 1.75, and
-    each step's value is kept; unresolved (gate 1.0): 0, every step 0."""
+    -> 0.5; step 3 (submit): 1, 1, 0, 0 -> 0.5. Resolved: the steps component is their sum, 1.75 (G-RA's
+    accumulation, asked for: the default averages them), and each step's value is kept; unresolved (gate
+    1.0): 0, every step 0."""
     from codeagent.train import rewards
     from codeagent.train.recipe import RewardsSection
 
-    weights = RewardsSection(resolved=1.0, steps=0.5, steps_gate=1.0,
+    weights = RewardsSection(resolved=1.0, steps=0.5, steps_gate=1.0, steps_aggregate="sum",
                              step_signals=["well_formed", "tool_ok", "edited", "tested"])
     won = rewards.compute(edit_test_submit(), resolved=True, gold_patch=None, weights=weights)
     assert won["step_rewards"] == [0.75, 0.5, 0.5] and won["steps"] == 1.75

@@ -72,12 +72,18 @@ def test_async_grpo_counts_its_policy_copies_and_their_cache_in_the_training_pha
         check_fits(stale)
 
 
-def test_qwen3_32b_fits_eight_gpus_under_zero3_with_vllm_on_a_server_only():
+def test_qwen3_32b_memory_on_eight_gpus_fits_only_with_a_vllm_server_which_sync_grpo_refuses():
+    """The memory alone fits with vLLM on a server; the route itself (several training processes talking to one
+    server) is refused by the run and so by the dry run (tests/test_train_routes.py)."""
+    from codeagent.train import runnable
+
     base = ["model.base=Qwen/Qwen3-32B", "model.adapter=null", "trainer.max_completion_length=12288"]
-    served = estimate(load_recipe("grpo-qwen7b-8gpu", [*base, "trainer.vllm_mode=server"]))
+    served_recipe = load_recipe("grpo-qwen7b-8gpu", [*base, "trainer.vllm_mode=server"])
+    served = estimate(served_recipe)
     assert served["parameters_b"] == pytest.approx(32.76, abs=0.01)
     assert served["weights (sync gather)"] > 60 and served["total"] <= 80  # the sync is the peak, and it fits
     check_fits(served)
+    assert "server mode with 8 training processes" in runnable.problems(served_recipe, processes=8, strategy="zero3")[0]
     with pytest.raises(TrainError, match="colocated vLLM engine gets 24.0 GiB .* weights alone are 61.0 GiB"):
         check_fits(estimate(load_recipe("grpo-qwen7b-8gpu", base)))
     with pytest.raises(TrainError, match="weights \\(61.0 GiB\\): shard the model"):

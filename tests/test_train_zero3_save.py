@@ -1,8 +1,9 @@
 """The adapter saved under DeepSpeed ZeRO-3 (train/modeling.py save_adapter): every rank holds only a shard
 of each LoRA tensor, so the save gathers them first. Two ways: real DeepSpeed (its CPU accelerator, one
-process, gloo), when the package is installed (it is not in the lock: `pip install deepspeed` builds it from
-source in seconds on CPU); and always, a stand-in of ZeRO-3's partitioned parameters (each parameter's data
-emptied, `deepspeed.zero.GatheredParameters` putting it back while gathered) around the real PEFT model."""
+process, gloo), when the package is installed (the `deepspeed` extra, in the lock and the set-up: a source
+build, CPU ops only); and always, a stand-in of ZeRO-3's partitioned parameters (each parameter's data
+emptied, `deepspeed.zero.GatheredParameters` putting it back while gathered) around the real PEFT model. And
+the model loaded sharded under ZeRO-3 (the TRL config made first), with real DeepSpeed."""
 
 from __future__ import annotations
 
@@ -114,12 +115,51 @@ print("saved", len(saved), "tensors,", sum(t.numel() for t in saved.values()), "
 
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
+@pytest.mark.timeout(1500)  # ~1.5 min on a quiet 2-core box; 12 min measured on a loaded one
 def test_the_adapter_saved_under_real_deepspeed_zero3_on_cpu_is_not_empty(tiny, tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29531",
            "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT), str(tiny), str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=1400)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "saved" in done.stdout
+
+
+SHARDED_LOAD = """
+import sys
+from codeagent.train import grpo
+from codeagent.train.recipe import load_recipe
+
+tiny, out = sys.argv[1], sys.argv[2]
+recipe = load_recipe("grpo-tiny", [f"model.base={tiny}", f"output_dir={out}", "trainer.num_generations=2",
+                                   "trainer.per_device_train_batch_size=2"])
+trainer, *_ = grpo.build_trainer(recipe, tasks=[])
+model = trainer.accelerator.unwrap_model(trainer.model)
+base = [param for name, param in model.named_parameters() if "lora_" not in name]
+partitioned = [param for param in base if hasattr(param, "ds_id") and param.numel() == 0]
+print("base weights", len(base), "partitioned at load", len(partitioned),
+      "whole sizes", sum(getattr(param, "ds_numel", 0) for param in base))
+assert base and len(partitioned) == len(base), (len(base), len(partitioned))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
+@pytest.mark.timeout(1500)
+def test_under_zero3_the_base_model_is_loaded_sharded_before_the_trainer_exists(tiny, tmp_path):
+    """What `accelerate launch --config_file train/accelerate/deepspeed-zero3.yaml` sets (DeepSpeed, ZeRO-3,
+    zero3_init_flag), one process on DeepSpeed's CPU accelerator: grpo.build_trainer makes the TRL config before
+    the model, so the model is built inside deepspeed.zero.Init and every base weight is a partition from the
+    start (loaded first, each rank held the whole model in host memory until the trainer sharded it)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533",
+           "ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3",
+           "ACCELERATE_DEEPSPEED_ZERO3_INIT": "true", "ACCELERATE_MIXED_PRECISION": "no",
+           "TRL_EXPERIMENTAL_SILENCE": "1",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(SHARDED_LOAD), str(tiny), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=1400, cwd=root)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "partitioned at load" in done.stdout

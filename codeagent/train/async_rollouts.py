@@ -5,7 +5,9 @@ with the policy version that made them, a buffer, max_staleness, the version bum
 sync), built around codeagent's agent rollouts and TRL's GRPOTrainer:
 
 - a producer thread starts groups (num_generations rollouts of one task, tasks in a seeded order) as long
-  as the buffer has room (`rollout.buffer_batches` generation batches ahead); each rollout is a real agent
+  as the buffer has room (`rollout.buffer_batches` generation batches ahead) and the current version will
+  still be fresh enough when the group is taken (buffer.py: with max_staleness 0 nothing is sampled for a
+  step before its weights are published, so nothing is dropped); each rollout is a real agent
   run (Rollouts.run_one) that leases the current policy version (versions.py), samples its whole run from
   it and records it: `policy_version` in the trajectory's header and in the sample;
 - the trainer publishes its weights after every optimizer step as version = optimizer steps taken;
@@ -38,6 +40,7 @@ from typing import Any
 
 from . import TrainError
 from .buffer import Group, SampleBuffer
+from .offpolicy import STATISTICS
 from .rollouts import Rollout, Rollouts
 from .versions import PolicyVersions
 
@@ -83,7 +86,7 @@ class AsyncRollouts:
                              f"multiple of trainer.num_generations ({self.group_size})")
         self.groups_per_batch = per_batch // self.group_size
         batches = settings.buffer_batches or settings.max_staleness + 1
-        self.buffer = SampleBuffer(batches * self.groups_per_batch, settings.max_staleness)
+        self.buffer = SampleBuffer(batches * self.groups_per_batch, settings.max_staleness, self.groups_per_batch)
         if settings.served:  # through `vllm serve`, an adapter per version
             from .vllm_server import served_versions
 
@@ -108,10 +111,12 @@ class AsyncRollouts:
 
     def publish(self, model, version: int) -> None:
         self.versions.publish(model, version)
+        self.buffer.publish(version)
 
     def start(self, model, version: int) -> None:
         if self._thread is not None:
             return
+        self.buffer.start_at(version)
         self.publish(model, version)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rollout")
         self._thread = threading.Thread(target=self._produce, name="rollout-producer", daemon=True)
@@ -149,9 +154,8 @@ class AsyncRollouts:
         record, self._pending = self._pending, None
         if record is None:
             return
-        record.update({key: stats[key] for key in ("mismatch_kl", "mismatch_logp_abs_max", "is_ratio_mean",
-                                                     "is_masked_fraction")})
-        record["trained_tokens"] = stats["tokens"]
+        record.update({key: stats[key] for key in STATISTICS})
+        record["trained_tokens"], record["loss_tokens"] = stats["tokens"], stats["loss_tokens"]
         if self.on_record is not None:
             self.on_record(record)
 

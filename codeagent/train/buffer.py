@@ -6,6 +6,13 @@ trainer takes groups in the order they finished and drops (and counts) every gro
 `max_staleness`; a group is the unit because its members' advantages are relative to each other.
 `capacity` bounds how many groups the workers may have started and not yet handed over, so they run at
 most that far ahead of the trainer.
+
+A group is started only when it will be fresh enough where it is going to be taken: counting the groups
+taken so far and those started ahead of it, it falls in the batch of step (taken + started) //
+groups_per_batch, and it may start once the published version is no more than max_staleness behind that
+step (AReaL's bound on the samples made ahead). With max_staleness 0 the workers wait for each step's
+weights before sampling for it (synchronous, nothing wasted); with 1 they run one batch ahead. Only a group
+that finishes out of order (a slow rollout, taken at a later step than planned) can still be dropped.
 """
 
 from __future__ import annotations
@@ -38,21 +45,46 @@ class Taken:
 
 
 class SampleBuffer:
-    def __init__(self, capacity: int, max_staleness: int):
-        if capacity < 1 or max_staleness < 0:
-            raise ValueError("capacity >= 1 and max_staleness >= 0")
+    def __init__(self, capacity: int, max_staleness: int, groups_per_batch: int = 1):
+        if capacity < 1 or max_staleness < 0 or groups_per_batch < 1:
+            raise ValueError("capacity >= 1, max_staleness >= 0 and groups_per_batch >= 1")
         self.capacity = capacity
         self.max_staleness = max_staleness
+        self.groups_per_batch = groups_per_batch
+        self.version = 0  # the policy version new groups are sampled by (published by the trainer)
+        self.taken_total = 0
         self._ready: deque[Group] = deque()
         self._reserved = 0  # groups started or finished, not yet taken or dropped
         self._cond = threading.Condition()
         self._closed = False
         self.dropped_total = 0
 
-    def reserve(self, stop: Callable[[], bool] = lambda: False) -> bool:
-        """Wait for room to start one more group; False once the buffer is closed or `stop()` is true."""
+    def start_at(self, step: int) -> None:
+        """The trainer's first step (after a resume, the one it resumes at): the batches before it are taken."""
         with self._cond:
-            while self._reserved >= self.capacity and not self._closed and not stop():
+            self.taken_total = max(self.taken_total, step * self.groups_per_batch)
+            self.version = max(self.version, step)
+            self._cond.notify_all()
+
+    def publish(self, version: int) -> None:
+        """A new policy version: groups for the steps it is fresh enough for may start."""
+        with self._cond:
+            self.version = max(self.version, version)
+            self._cond.notify_all()
+
+    def _room(self) -> bool:
+        step = (self.taken_total + self._reserved) // self.groups_per_batch  # where the next group will be taken
+        return self._reserved < self.capacity and step - self.version <= self.max_staleness
+
+    def has_room(self) -> bool:
+        with self._cond:
+            return self._room()
+
+    def reserve(self, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Wait for room to start one more group (the capacity, and a version fresh enough for the step that
+        will take it); False once the buffer is closed or `stop()` is true."""
+        with self._cond:
+            while not self._room() and not self._closed and not stop():
                 self._cond.wait(0.5)
             if self._closed or stop():
                 return False
@@ -91,6 +123,7 @@ class SampleBuffer:
                     self.dropped_total += 1
                 else:
                     taken.append(group)
+                    self.taken_total += 1
         return Taken(taken, dropped, [version - g.version for g in taken], time.monotonic() - started)
 
     def close(self) -> None:

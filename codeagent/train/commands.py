@@ -123,7 +123,7 @@ def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens
     if not dry_run:
         _run("grpo", config, overrides)
         return
-    from . import TrainError
+    from . import TrainError, runnable
     from .dry_run import missing_model
     from .memory import check_fits, estimate, layout_from_accelerate, report
     from .recipe import load_recipe
@@ -136,6 +136,10 @@ def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens
         values = estimate(recipe, device_gib=device_memory,
                           prompt_tokens=prompt_tokens, devices=devices, sharded=sharded, layout=layout)
         click.echo(report(values))
+        # what the run itself would refuse on this layout, before memory (runnable.py)
+        refused = runnable.problems(recipe, processes=int(values["devices"]), strategy=str(values["strategy"]))
+        if refused:
+            raise TrainError(f"cannot run on {values['layout']}: " + "; ".join(refused))
         check_fits(values)
     except TrainError as error:
         _fail(str(error))
@@ -165,6 +169,20 @@ def tiny_command(output_dir: str, vocab: int, toy_store: str | None) -> None:
     from .toy import build_toy_model
 
     click.echo(build_toy_model(output_dir, toy_store, vocab_size=vocab))
+
+
+@train_group.command("toy-demos")
+@click.argument("store_dir")
+@click.option("--tasks", "count", default=1, show_default=True, type=click.IntRange(min=1),
+              help="How many of the toy family's tasks (evals/toy/family.yaml) to demonstrate.")
+def toy_demos_command(store_dir: str, count: int) -> None:
+    """Record scripted runs of every candidate edit of the first toy tasks, graded by their hidden tests, into
+    STORE_DIR (one in four is right): what sft-tiny-toy trains the tiny model on (needs Docker)."""
+    from ..data.toy import toy_tasks
+    from .toy import record_demonstrations
+
+    ids = record_demonstrations(store_dir, tasks=toy_tasks(count))
+    click.echo(f"{len(ids)} demonstrations in {store_dir}")
 
 
 class _TaskFormats(click.Choice):

@@ -51,8 +51,8 @@ def _classes():
 
 def build_trainer(recipe: Recipe, *, callbacks=(), store=None):
     trainer_class, collator_class = _classes()
-    model, tokenizer = load_base(recipe)
-    args = trl_args(recipe)
+    args = trl_args(recipe)  # first: under DeepSpeed ZeRO-3 it makes the model load sharded (modeling.load_base)
+    model, tokenizer = load_base(recipe, args)
     rows, summary = dpo_rows(recipe.data, tokenizer, max_length=args.max_length, store=store)
     collator = collator_class(pad_token_id=tokenizer.pad_token_id, max_length=args.max_length,
                               truncation_mode=args.truncation_mode, pad_to_multiple_of=args.pad_to_multiple_of)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from ..models.batching import BatchingFront
 from ..models.errors import ContextWindowExceeded
 from . import TrainError
+from .runnable import transformers_route, vllm_route
 
 
 def sync_vllm_weights(trainer) -> None:
@@ -52,15 +53,10 @@ def generation_weights(trainer):
     args = getattr(trainer, "args", None)
     gather = bool(getattr(args, "ds3_gather_for_generation", True))
     processes = int(getattr(accelerator, "num_processes", 1) or 1)
-    if processes > 1 and backend.is_zero3 and not gather:
-        raise TrainError("ZeRO-3 with ds3_gather_for_generation: false cannot run agent rollouts on several "
-                         "processes: every forward pass would gather weights collectively while ranks run different "
-                         "numbers of turns (a hang). Set trainer.ds3_gather_for_generation: true, or use vLLM")
-    if processes > 1 and backend.is_fsdp:
-        raise TrainError("FSDP cannot run agent rollouts with transformers generation on several processes: its "
-                         "forward passes gather weights collectively while ranks run different numbers of turns (a "
-                         "hang). Use DeepSpeed ZeRO-3 (train/accelerate/deepspeed-zero3.yaml), whose weights are "
-                         "gathered once per rollout batch, or vLLM generation")
+    strategy = "zero3" if backend.is_zero3 else "fsdp" if backend.is_fsdp else "ddp"
+    problem = transformers_route(strategy, processes, gather)
+    if problem:
+        raise TrainError(problem)
     wrapped = getattr(trainer, "model_wrapped", None) or trainer.model
     with unwrap_model_for_generation(wrapped, accelerator, gather_deepspeed3_params=gather,
                                      gradient_checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs",
@@ -89,19 +85,10 @@ class VLLMGenerator(BatchingFront):
         self.vllm = trainer.vllm_generation
         self.mode = getattr(self.vllm, "mode", "colocate")
         processes = int(getattr(getattr(trainer, "accelerator", None), "num_processes", 1) or 1)
-        if self.mode == "server" and processes > 1:
-            raise TrainError(
-                f"vLLM server mode with {processes} training processes is not supported for agent rollouts: "
-                "TRL's generation step is collective (every rank must join each call) and ranks run different "
-                "numbers of turns, so it would hang. Use vllm_mode: colocate (one engine per rank), or one process")
-        if self.mode == "colocate" and int(getattr(self.vllm, "tensor_parallel_size", 1) or 1) > 1:
-            raise TrainError(
-                "vLLM colocate mode with vllm_tensor_parallel_size > 1 is not supported for agent rollouts: each "
-                "generate call all-gathers over the tensor-parallel group, which would hang when ranks run "
-                "different numbers of turns. Use vllm_tensor_parallel_size: 1")
-        if getattr(self.vllm, "enable_sleep_mode", False):
-            raise TrainError("vLLM sleep mode is not supported for agent rollouts (the engine is used between "
-                             "TRL's own generation steps): set vllm_enable_sleep_mode: false")
+        problem = vllm_route(self.mode, processes, int(getattr(self.vllm, "tensor_parallel_size", 1) or 1),
+                             bool(getattr(self.vllm, "enable_sleep_mode", False)))
+        if problem:
+            raise TrainError(problem)
         self.max_model_len = _max_model_len(self.vllm)
         # the rank's own GPU: the worker thread would otherwise make its CUDA context on GPU 0 (torch's
         # current device is per thread), on every rank

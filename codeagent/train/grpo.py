@@ -8,9 +8,13 @@ Objective options TRL does not have (objectives.py): `rewards.baseline: leave_on
 sampling that refills the batch (`rollout.dynamic_sampling`). GSPO and CISPO are TRL's
 (`trainer.importance_sampling_level: sequence`, `trainer.loss_type: cispo`).
 
+On every path (transformers or vLLM generation, sync or async) the loss corrects each token for the
+sampler with the logprobs it recorded (`rollout.off_policy_correction`, offpolicy.py; TRL's own vLLM
+correction, per sequence by default, is switched off) and every batch's mismatch goes to metrics.jsonl
+(`off_policy` records).
+
 `rollout.asynchronous: true`: rollout workers keep sampling from versioned copies of the policy while the
-trainer steps, stale groups are dropped, and the loss corrects for the sampler with the logprobs it
-recorded (async_rollouts.py, offpolicy.py).
+trainer steps, and stale groups are dropped (async_rollouts.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 import yaml
 
 from ..nested import deep_merge, nest
-from . import TrainError
+from . import TrainError, runnable
 from .data import rl_tasks, save_summary, to_dataset
 from .modeling import (
     MetricsFile,
@@ -32,11 +36,15 @@ from .modeling import (
     train,
     trl_args,
 )
+from .offpolicy import check_correction
 from .recipe import Recipe
 
 # Recipe keys that own these TRL settings.
 OWNED = {"temperature": "rollout.temperature", "top_p": "rollout.top_p", "reward_weights": "rewards.*",
-         "use_vllm": "rollout.generation"}
+         "use_vllm": "rollout.generation",
+         # the per-token correction of every path replaces TRL's (offpolicy.py)
+         **{f"vllm_importance_sampling_{key}": "rollout.off_policy_correction / rollout.off_policy_cap"
+            for key in ("correction", "mode", "clip_max", "clip_min", "cap")}}
 
 
 def agent_config(recipe: Recipe):
@@ -111,16 +119,13 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
         raise TrainError(str(error)) from None
     tasks = tasks if tasks is not None else rl_tasks(recipe.data)
     config = agent_config(recipe)
-    model, tokenizer = load_base(recipe)
-    fixed: dict[str, Any] = {"temperature": recipe.rollout.temperature,
-                             "reward_weights": [weight for _, weight in components]}
-    if recipe.rollout.top_p is not None:
-        fixed["top_p"] = recipe.rollout.top_p
-    if "disable_dropout" not in recipe.trainer:  # rollouts sample without dropout: train without it too
-        fixed["disable_dropout"] = True
-    if _use_vllm(recipe):
-        fixed["use_vllm"] = True
-    args = trl_args(recipe, **fixed)
+    use_vllm = _use_vllm(recipe)
+    problem = runnable.top_p_convention(recipe.rollout.top_p, "vllm serve" if recipe.rollout.served
+                                        else "vllm" if use_vllm else "transformers")
+    if problem:
+        raise TrainError(problem)
+    args = trl_args(recipe, **trl_settings(recipe, use_vllm=use_vllm, reward_weights=[weight for _, weight in components]))
+    model, tokenizer = load_base(recipe, args)  # after the config: sharded at load under ZeRO-3
     rollout_store = store or TrajectoryStore(recipe.rollout.store or recipe.data.store)
     rollouts = Rollouts(recipe, tasks, tokenizer, config, rollout_store)
     dataset = to_dataset([{"prompt": task.instance_id} for task in tasks])
@@ -137,9 +142,14 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
                                        samples=recipe.rollout.eval_samples,
                                        write=lambda record: rollouts.on_eval(record) if rollouts.on_eval else None)
         callbacks.append(evaluation.callback)
-    trainer_class, rollout_func, publish = GRPOTrainer, rollouts, None  # type: Any, Any, Any
+    from .offpolicy import trainer_class as corrected
+
+    problem = check_correction(recipe.trainer.get("loss_type", "dapo"), recipe.rollout.off_policy_correction)
+    if problem:
+        raise TrainError(problem)
+    trainer_class, rollout_func, publish = corrected(GRPOTrainer), rollouts, None  # type: Any, Any, Any
     if recipe.rollout.asynchronous:
-        trainer_class, rollout_func, publish = _asynchronous(recipe, rollouts, tasks)
+        rollout_func, publish = _asynchronous(recipe, rollouts, tasks)
         callbacks.append(publish)
     trainer_class, rollout_func = _objectives(recipe, trainer_class, rollout_func, tasks)
     trainer = trainer_class(
@@ -147,16 +157,15 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
         train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config_for(model, recipe),
         rollout_func=rollout_func, callbacks=callbacks,
     )
+    trainer.off_policy_mode, trainer.off_policy_cap = recipe.rollout.off_policy_correction, recipe.rollout.off_policy_cap
+    processes = trainer.accelerator.num_processes
     if publish is not None:
-        if trainer.accelerator.num_processes > 1:
-            raise TrainError("rollout.asynchronous runs in one training process for now (its rollout workers and "
-                             "policy copies live in it); launch without accelerate's multi-process configs")
+        if problem := runnable.one_process("asynchronous", processes):
+            raise TrainError(problem)
         publish.trainer = trainer
-        trainer.off_policy_mode, trainer.off_policy_cap = recipe.rollout.off_policy_correction, recipe.rollout.off_policy_cap
         trainer.on_batch = rollout_func.on_loss_statistics
-    if recipe.rollout.dynamic_sampling and trainer.accelerator.num_processes > 1:
-        raise TrainError("rollout.dynamic_sampling runs in one training process for now (each rank holds part of a "
-                         "group, and ranks would refill different numbers of groups); set it to 0")
+    if recipe.rollout.dynamic_sampling and (problem := runnable.one_process("dynamic_sampling", processes)):
+        raise TrainError(problem)
     if evaluation is not None:
         evaluation.trainer = trainer
     rollouts.evaluation = evaluation
@@ -165,6 +174,20 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     if evaluation is not None:
         summary["held_out_tasks"] = [task.instance_id for task in evaluation.tasks]
     return trainer, tokenizer, rollouts, summary
+
+
+def trl_settings(recipe: Recipe, *, use_vllm: bool, reward_weights: list[float]) -> dict[str, Any]:
+    """The TRL settings a GRPO run sets itself, from the recipe's own keys (OWNED)."""
+    fixed: dict[str, Any] = {"temperature": recipe.rollout.temperature, "reward_weights": reward_weights}
+    if recipe.rollout.top_p is not None:
+        fixed["top_p"] = recipe.rollout.top_p
+    if "disable_dropout" not in recipe.trainer:  # rollouts sample without dropout: train without it too
+        fixed["disable_dropout"] = True
+    if use_vllm:
+        # TRL's vLLM correction defaults to one ratio per sequence (sequence_mask): over an agent run's thousands
+        # of tokens a tiny per-token engine bias masks the whole run. The per-token one of offpolicy.py applies.
+        fixed.update(use_vllm=True, vllm_importance_sampling_correction=False)
+    return fixed
 
 
 def _objectives(recipe: Recipe, trainer_class, rollout_func, tasks: list):
@@ -183,18 +206,12 @@ def _objectives(recipe: Recipe, trainer_class, rollout_func, tasks: list):
 
 
 def _asynchronous(recipe: Recipe, rollouts, tasks: list):
-    """Async GRPO's pieces (async_rollouts.py): the trainer class whose loss corrects for stale samples, the
-    rollout function fed by the workers, and the callback that publishes each step's weights."""
+    """Async GRPO's pieces (async_rollouts.py): the rollout function fed by the workers, and the callback that
+    publishes each step's weights."""
     from .async_rollouts import AsyncRollouts, publish_callback
-    from .offpolicy import LINEAR_LOSSES, trainer_class
 
-    loss = recipe.trainer.get("loss_type", "dapo")
-    if recipe.rollout.off_policy_correction != "none" and loss not in LINEAR_LOSSES:
-        raise TrainError(f"rollout.off_policy_correction weighs each token's advantage, which is its loss's weight "
-                         f"for {', '.join(LINEAR_LOSSES)} only; trainer.loss_type={loss}: pick one of those or set "
-                         "rollout.off_policy_correction=none")
     producer = AsyncRollouts(rollouts, tasks, seed=recipe.seed)
-    return trainer_class(), producer, publish_callback(producer)
+    return producer, publish_callback(producer)
 
 
 def run(recipe: Recipe, *, callbacks=(), store=None, tasks: list | None = None) -> Path:
@@ -206,6 +223,9 @@ def run(recipe: Recipe, *, callbacks=(), store=None, tasks: list | None = None) 
         {"event": "rollouts", **{k: v for k, v in entry.items() if k != "trajectory_ids"}})
     rollouts.on_eval = metrics.write
     producer = getattr(trainer, "rollout_func", None) if recipe.rollout.asynchronous else None
+    if producer is None:  # async: the batch's async_step record carries the same statistics
+        trainer.on_batch = lambda stats: metrics.write({"event": "off_policy", "step": trainer.state.global_step,
+                                                        "correction": recipe.rollout.off_policy_correction, **stats})
     if producer is not None or recipe.rollout.dynamic_sampling:
         trainer.rollout_func.on_record = lambda record: metrics.write(
             {k: v for k, v in record.items() if k != "trajectory_ids"})

@@ -286,6 +286,7 @@ def estimate(recipe: Recipe, *, device_gib: float = 80.0, prompt_tokens: int = 4
                   checkpointing=bool(checkpointing), devices=layout.devices,
                   weights_sharded=layout.divisor("weights") > 1, policy_copies=copies, model=full_weights / GiB)
     result["layout"] = layout.describe()  # type: ignore[assignment]
+    result["strategy"] = layout.strategy  # type: ignore[assignment]
     return result
 
 

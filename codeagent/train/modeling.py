@@ -23,8 +23,15 @@ ADAPTER_DIR = "adapter"
 CARD_FILE = "README.md"
 
 
-def load_base(recipe: Recipe):
-    """(model, tokenizer) for training: the base model, with recipe.model.adapter loaded trainable."""
+def load_base(recipe: Recipe, args=None):
+    """(model, tokenizer) for training: the base model, with recipe.model.adapter loaded trainable.
+
+    `args`: the run's TRL config, made first and alive while the model loads. Under DeepSpeed ZeRO-3 (an
+    accelerate config with zero3_init_flag) making it registers the DeepSpeed config with transformers, and
+    `from_pretrained` then builds the model inside `deepspeed.zero.Init`: each rank holds its shard of every
+    weight from the start. Loaded before it, every rank would first hold the whole model in host memory
+    (8 ranks x 15 GB for a 7B model, 8 x 61 GB for 32B) before the trainer shards it. The config is checked
+    to be that one: a model loaded under another ZeRO-3 config (or none) would be refused later."""
     from ..models.errors import ModelConfigError
     from ..models.hf import check_model_path, resolve_base
 
@@ -51,6 +58,8 @@ def load_base(recipe: Recipe):
     if spec.attn_implementation:
         options["attn_implementation"] = spec.attn_implementation
     tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").is_file() else base
+    if args is not None:
+        check_sharded_load(args)
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=spec.trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(base, **options)
@@ -68,6 +77,19 @@ def load_base(recipe: Recipe):
         model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
         set_lora_dropout(model, recipe.lora.dropout)
     return model, tokenizer
+
+
+def check_sharded_load(args) -> None:
+    """Under a ZeRO-3 config with zero3_init_flag, transformers must see it while the model loads (it then
+    builds the model inside deepspeed.zero.Init): refused otherwise, so a whole load per rank cannot pass unseen."""
+    plugin = getattr(args, "deepspeed_plugin", None)
+    if plugin is None or getattr(plugin, "zero_stage", None) != 3 or not getattr(plugin, "zero3_init_flag", False):
+        return
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    if not is_deepspeed_zero3_enabled():
+        raise TrainError("the run's DeepSpeed config is ZeRO-3 with zero3_init_flag, but transformers does not see "
+                         "it while the model loads: every rank would hold the whole model first")
 
 
 def check_adapter_lora(recipe: Recipe, adapter: Path) -> None:

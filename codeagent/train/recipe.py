@@ -164,11 +164,13 @@ class RolloutSection(_Strict):
     # Async GRPO (train/async_rollouts.py): rollout workers keep sampling from versioned copies of the policy
     # while the trainer steps; each rollout records the version that sampled it; groups staler than
     # max_staleness optimizer steps are dropped (counted in metrics.jsonl); at most buffer_batches generation
-    # batches are started ahead (default max_staleness + 1). The loss weighs each token by proximal/behaviour
-    # logprob ratio (offpolicy.py): token_truncate at off_policy_cap, token_mask outside [1/cap, cap], or none.
+    # batches are started ahead (default max_staleness + 1).
     asynchronous: bool = False
     max_staleness: int = Field(default=1, ge=0)
     buffer_batches: int | None = Field(default=None, ge=1)
+    # Every path (sync or async, transformers or vLLM): the loss weighs each token by the ratio of the trainer's
+    # logprob to the sampler's recorded one (offpolicy.py): token_truncate at off_policy_cap, token_mask outside
+    # [1/cap, cap] (those tokens leave the loss and its normaliser), or none (measured only).
     off_policy_correction: Literal["token_truncate", "token_mask", "none"] = "token_truncate"
     off_policy_cap: float = Field(default=2.0, gt=1.0)
 
@@ -179,9 +181,10 @@ class RewardsSection(_Strict):
     steps: float = 0.0  # weight of the gated step reward (G-RA)
     steps_gate: float = 1.0  # step rewards count only when the outcome reward reaches this
     step_signals: list[Literal["well_formed", "tool_ok", "edited", "tested"]] = ["well_formed", "tool_ok"]
-    # How the gated step rewards make the return: summed (G-RA's accumulation: longer runs earn more), or
-    # averaged over the steps (in [0, 1] whatever the run's length).
-    steps_aggregate: Literal["sum", "mean"] = "sum"
+    # How the gated step rewards make the return: averaged over the steps (in [0, 1] whatever the run's length,
+    # the default), or summed (G-RA's accumulation: a longer run earns more, so a policy learns to pad its runs
+    # with cheap well-formed steps).
+    steps_aggregate: Literal["sum", "mean"] = "mean"
     # The baseline an advantage is measured from: TRL's group mean, or the mean of the other members of the
     # group (leave_one_out, RLOO; train/objectives.py).
     baseline: Literal["group_mean", "leave_one_out"] = "group_mean"
@@ -196,8 +199,8 @@ class DistributedSection(_Strict):
     accelerate_config: str | None = None
     # How long a rank waits at a collective (the process group's timeout, TRL's ddp_timeout) before the run is
     # killed. Ranks wait at the next step while the others finish their rollouts (an agent run may take
-    # rollout limits of 30 min plus grading and image builds) or rank 0 runs the held-out evaluation:
-    # torch's default, 30 min, is shorter than one rollout batch.
+    # rollout limits of 30 min plus grading and image builds) or the slowest rank finishes its share of the
+    # held-out evaluation: torch's default, 30 min, is shorter than one rollout batch.
     timeout_seconds: int = Field(default=4 * 3600, gt=0)
 
 
@@ -293,7 +296,11 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     recipe.source = source
     _check_trainer_keys(recipe, where)
     if recipe.method == "grpo":
+        from .runnable import cispo_cap
+
         _check_grpo_dropout(recipe, where)
+        if problem := cispo_cap(recipe.trainer):
+            raise TrainError(f"{where}: {problem}")
         if recipe.rollout.served and not recipe.rollout.asynchronous:
             raise TrainError(f"{where}: rollout.served samples the versions of async GRPO: set rollout.asynchronous")
     if recipe.method != "grpo":

@@ -8,11 +8,12 @@
   an empty patch or one in which no file change can be read, gets -1.
 - steps (G-RA, gated reward accumulation, Sun et al. 2025): each step earns an immediate reward (the mean of the chosen
   signals: a well-formed reply, tool calls that succeeded, an edit made, tests run); these step
-  rewards are accumulated into the return (summed, or averaged over the steps with
-  `steps_aggregate: mean`, which a long run cannot inflate) only when the outcome reward reaches the gate
-  `steps_gate`; otherwise they contribute nothing. Process rewards thus refine runs that succeeded
-  and never pay for a failed one. The per-step values are kept, per step, on the trajectory
-  (`step_rewards`); TRL's loss takes one number per sequence, so the gated sum (or mean) is what trains.
+  rewards are accumulated into the return (averaged over the steps by default, which a long run cannot
+  inflate; summed with `steps_aggregate: sum`, G-RA's accumulation, which pays a policy for padding its
+  runs with steps) only when the outcome reward reaches the gate `steps_gate`; otherwise they contribute
+  nothing. Process rewards thus refine runs that succeeded and never pay for a failed one. The per-step
+  values are kept, per step, on the trajectory (`step_rewards`); TRL's loss takes one number per
+  sequence, so the gated mean (or sum) is what trains.
 
 An infrastructure failure (a rollout that crashed, a harness error while grading) has no reward at
 all: None, which TRL (1.x) leaves out of the loss, never a 0 the policy would be punished with.
@@ -131,7 +132,7 @@ def gated_steps(step_values: list[float], outcome: float, gate: float) -> list[f
     return list(step_values) if outcome >= gate else [0.0 for _ in step_values]
 
 
-def aggregate(step_values: list[float], how: str = "sum") -> float:
+def aggregate(step_values: list[float], how: str = "mean") -> float:
     """The steps' share of the return: their sum (G-RA's accumulation) or their mean (0 with no steps)."""
     if how == "mean":
         return sum(step_values) / len(step_values) if step_values else 0.0

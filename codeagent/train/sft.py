@@ -12,8 +12,8 @@ from .recipe import Recipe
 def build_trainer(recipe: Recipe, *, callbacks=(), store=None):
     from trl import SFTTrainer
 
-    model, tokenizer = load_base(recipe)
-    args = trl_args(recipe)
+    args = trl_args(recipe)  # first: under DeepSpeed ZeRO-3 it makes the model load sharded (modeling.load_base)
+    model, tokenizer = load_base(recipe, args)
     rows, summary = sft_rows(recipe.data, tokenizer, max_length=args.max_length, store=store)
     dataset = to_dataset(rows)
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
