@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+from .gitread import END, SAFE_DIFF, commit_messages, git, object_id
 from .split import TEST, kind_of, skip_reason
 
 MAX_PATCH_BYTES = 1 << 20  # the whole diff, tests included
 MAX_FILES = 50
-_SEP, _END = "\x1f", "\x1e"
 
 
 class Skip(Exception):
@@ -43,31 +44,26 @@ class Candidate:
     source_files: list[str] = field(default_factory=list)
 
 
-def git(git_dir: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.decode(errors='replace').strip()[-300:]}")
-    return proc.stdout.decode("utf-8", "replace")
-
-
 def history(git_dir: Path, ref: str = "HEAD", *, since: str | None = None, until: str | None = None,
             max_commits: int | None = None) -> list[Commit]:
-    """The first-parent commits of `ref`, newest first, within the dates and the count given."""
-    args = ["log", "--first-parent", f"--format=%H{_SEP}%P{_SEP}%cI{_SEP}%B{_END}"]
+    """The first-parent commits of `ref`, newest first, within the dates and the count given. The ids and
+    dates come from a listing of fields git writes itself, the messages from `commit_messages` (gitread.py):
+    a message cannot forge a commit, a parent or a date."""
+    args = ["log", "--first-parent", "--format=%H %P %cI"]
     if since:
         args.append(f"--since={since}")
     if until:
         args.append(f"--until={until}")
     if max_commits:
         args.append(f"--max-count={max_commits}")
-    commits = []
-    for record in git(git_dir, *args, ref, "--").split(_END):
-        record = record.lstrip("\n")
-        if not record:
-            continue
-        sha, parents, date, message = record.split(_SEP, 3)
-        commits.append(Commit(sha, (parents.split() or [""])[0], date, message.strip()))
-    return commits
+    listed = []
+    for line in git(git_dir, *args, END, ref, "--").splitlines():
+        sha, *parents, date = line.split(" ")
+        parents = [object_id(parent) for parent in parents if parent]
+        datetime.fromisoformat(date.replace("Z", "+00:00"))  # a ValueError, were it not git's date
+        listed.append((object_id(sha), parents[0] if parents else "", date))
+    messages = commit_messages(git_dir, [sha for sha, _, _ in listed])
+    return [Commit(sha, parent, date, messages[sha].strip()) for sha, parent, date in listed]
 
 
 def shallow_edges(git_dir: Path) -> set[str]:
@@ -113,7 +109,7 @@ def candidate(git_dir: Path, commit: Commit, limits: Limits = Limits(), shallow:
 
 def _numstat(git_dir: Path, commit: Commit) -> list[tuple[str, bool]]:
     """(path, binary) of each file the commit changes, in git's order (the diff's order)."""
-    out = git(git_dir, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", commit.parent, commit.sha)
+    out = git(git_dir, "diff", "--numstat", "-z", "--no-renames", *SAFE_DIFF, END, *_revisions(commit))
     changed = []
     for entry in out.split("\0"):
         if not entry:
@@ -123,10 +119,15 @@ def _numstat(git_dir: Path, commit: Commit) -> list[tuple[str, bool]]:
     return changed
 
 
+def _revisions(commit: Commit) -> tuple[str, str]:
+    """The parent and the commit, each checked as an object id (a Commit may come from a rows file)."""
+    return object_id(commit.parent), object_id(commit.sha)
+
+
 def _diff(git_dir: Path, commit: Commit, limit: int) -> bytes:
     """The commit's diff, read no further than `limit` bytes (Skip beyond: a 100 MB diff is not read whole)."""
-    command = ["git", "--git-dir", str(git_dir), "-c", "core.quotepath=false", "diff", "--no-color", "--no-ext-diff",
-               "--no-renames", "--full-index", commit.parent, commit.sha]
+    command = ["git", "--git-dir", str(git_dir), "-c", "core.quotepath=false", "diff", "--no-color", *SAFE_DIFF,
+               "--no-renames", "--full-index", END, *_revisions(commit)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None
         data = proc.stdout.read(limit + 1)

@@ -19,7 +19,8 @@ from typing import Any
 from ..harness.spec_files import load_library
 from ..sandbox.workspace import RepoSnapshot
 from ..task import Task
-from .candidates import Candidate, Skip, git
+from .candidates import Candidate, Skip
+from .gitread import END, git, object_id
 
 # Where a Python repository states its version, in the order SWE-bench's version files are tried;
 # {name} is the repository's name.
@@ -43,14 +44,15 @@ class Repository:
 
 
 def _show(repo: Repository, commit: str, path: str) -> str | None:
-    try:
-        return git(repo.git_dir, "show", f"{commit}:{path}")
+    try:  # cat-file, not show: no textconv filter of the repository's attributes runs
+        return git(repo.git_dir, "cat-file", "blob", END, f"{object_id(commit)}:{path}")
     except RuntimeError:
         return None
 
 
 def _files(repo: Repository, commit: str) -> list[str]:
-    return git(repo.git_dir, "ls-tree", "-r", "--name-only", commit).splitlines()
+    return [name for name in git(repo.git_dir, "ls-tree", "-r", "-z", "--name-only", END, object_id(commit)).split("\0")
+            if name]
 
 
 def stated_version(repo: Repository, commit: str) -> str | None:
@@ -73,13 +75,14 @@ def setup_commit(repo: Repository, base: str, stated: str, ref: str = "HEAD") ->
     version then reads its requirements there, so they share one environment (its layers built once),
     and a requirement file that a later commit of the version fixed does not break the older ones.
     Versions only rise along the history, so the last commit stating it is found by bisection."""
-    tip = git(repo.git_dir, "rev-parse", "--verify", f"{ref}^{{commit}}").strip()
-    return _last_stating(repo, tip, stated, base)
+    tip = object_id(git(repo.git_dir, "rev-parse", "--verify", END, f"{ref}^{{commit}}").strip())
+    return _last_stating(repo, tip, stated, object_id(base))
 
 
 @lru_cache(maxsize=256)
 def _last_stating(repo: Repository, tip: str, stated: str, base: str) -> str:
-    later = git(repo.git_dir, "rev-list", "--first-parent", "--reverse", f"{base}..{tip}").split()
+    later = [object_id(sha) for sha in git(repo.git_dir, "rev-list", "--first-parent", "--reverse", END,
+                                            f"{object_id(base)}..{object_id(tip)}").split()]
     low, high = 0, len(later)  # later[:low] state it; later[high:] do not
     while low < high:
         middle = (low + high) // 2
