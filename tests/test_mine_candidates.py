@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.mine.candidates import Limits, Skip, candidate, history, shallow_edges
+from codeagent.mine.candidates import Limits, Skip, candidate, shallow_edges
 from codeagent.mine.split import kind_of
+from codeagent.mine.walk import history
 from tests.support.git import git
 from tests.support.history import REASONS, history_repo
 
@@ -73,21 +74,25 @@ def test_dates_and_count_select_the_commits(repo):
     assert subjects == ["More tests", "Comment mul", "Document calc"]
 
 
-def test_a_merge_is_mined_against_its_first_parent(repo):
-    git(repo, "checkout", "-q", "-b", "topic", "HEAD~8")  # the first commit
+def test_a_merged_branch_is_one_unit_from_where_it_started(repo):
+    start = git(repo, "rev-parse", "HEAD~8").strip()  # the first commit
+    git(repo, "checkout", "-q", "-b", "topic", start)
     (repo / "util.py").write_text("def double(a):\n    return a * 2\n")
     git(repo, "add", "util.py")
     git(repo, "commit", "-qm", "double() on a branch")
     (repo / "tests" / "test_util.py").write_text("from util import double\n\n\ndef test_double():\n    assert double(2) == 4\n")
     git(repo, "add", "tests")
     git(repo, "commit", "-qm", "its test")
+    head = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "checkout", "-q", "main")
-    git(repo, "merge", "-q", "--no-ff", "-m", "Merge branch 'topic'", "topic")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #7 from someone/double", "topic")
     commits = history(_git_dir(repo))
-    assert [c.message for c in commits[:2]] == ["Merge branch 'topic'", "Lock"]  # the branch's commits are not walked
+    assert [c.message for c in commits[:2]] == ["Merge pull request #7 from someone/double", "Lock"]  # not the branch's commits
     merged = candidate(_git_dir(repo), commits[0])
-    assert commits[0].parent == commits[1].sha
+    # SWE-bench's base: where the pull request's branch started, not what the main line had become
+    assert (commits[0].kind, commits[0].parent, commits[0].head) == ("pull", start, head)
     assert merged.source_files == ["util.py"] and merged.test_files == ["tests/test_util.py"]  # neither commit alone
+    assert "calc.py" not in merged.gold_patch  # the main line's later changes are not the pull request's
 
 
 @pytest.mark.parametrize("path, kind", [

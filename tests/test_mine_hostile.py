@@ -17,9 +17,10 @@ from click.testing import CliRunner
 from codeagent.cli import cli
 from codeagent.data.errors import DatasetError
 from codeagent.data.provenance import at_provenance
-from codeagent.mine.candidates import Commit, candidate, history
+from codeagent.mine.candidates import Commit, candidate
 from codeagent.mine.environment import Repository, _files, _show, setup_commit, stated_version
 from codeagent.mine.mining import Options, open_repository, prepare
+from codeagent.mine.walk import history
 from codeagent.task import Task
 from tests.support.git import git
 from tests.support.history import history_repo
