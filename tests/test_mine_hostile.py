@@ -197,7 +197,9 @@ def test_every_git_call_of_mine_puts_end_of_options_before_its_revisions(hostile
             continue  # ids on stdin, checked first; a constant key
         assert "--end-of-options" in call, call
         after = call[call.index("--end-of-options") + 1:]
-        assert all(not argument.startswith("-") or argument == "--" for argument in after), call
+        revisions = after[:after.index("--")] if "--" in after else after  # then literal paths (--literal-pathspecs)
+        assert all(not argument.startswith("-") for argument in revisions), call
+        assert "--" not in after or "--literal-pathspecs" in call or after[-1] == "--", call
     assert _planted(target) == []
 
 

@@ -6,9 +6,12 @@ task is a `Skip` with the reason the rejects file records."""
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import subprocess
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from .gitread import END, SAFE_DIFF, git, object_id
@@ -30,12 +33,14 @@ class Skip(Exception):
 @dataclass(frozen=True)
 class Commit:
     sha: str  # the unit's commit (a merge: the merge)
-    parent: str  # the base ('' none: a root commit, or the edge of a shallow clone); a pull request: its merge base
+    parent: str  # the base ('' none: a root commit, or the edge of a shallow clone); a pull request: the line it merged
+    # into as it stood when the pull request was opened (walk.py)
     date: str  # committer date, ISO 8601
     message: str
     head: str = ""  # the state with the change ('' the commit itself; a pull request: its branch's head)
     kind: str = COMMIT  # COMMIT, PULL (a pull request's merge), BRANCH (a long-lived branch's merge: no task)
     line: str = ""  # the branch merge whose line holds this unit ('' the walked ref's own line)
+    start: str = ""  # where the change's diff starts when not at `parent` (a pull request: its merge base)
 
 
 @dataclass(frozen=True)
@@ -98,10 +103,23 @@ def candidate(git_dir: Path, commit: Commit, limits: Limits = Limits(), shallow:
         if re.search(r"(?m)^[-+]Subproject commit ", text):
             raise Skip("submodule change")
         parts[kinds[path] if kinds[path] in (TEST, SOURCE) else HELD].append(text)
+    if commit.start and not _applies(git_dir, commit.parent, "".join(chunk.decode() for chunk in chunks)):
+        commit = replace(commit, parent=commit.start, start="")  # not at the later base: from the merge base
     return Candidate(commit, "".join(parts[SOURCE]), "".join(parts[TEST]),
                      [path for path, _ in kept if kinds[path] == TEST], sources, "".join(parts[HELD]),
                      [path for path, _ in kept if kinds[path] not in (TEST, SOURCE)],
                      [path for path, _ in changed if kinds[path] in DROPPED])
+
+
+def _applies(git_dir: Path, base: str, patch: str) -> bool:
+    """Does the patch apply to the tree of `base` (checked in an index of its own: nothing is written)?"""
+    with tempfile.TemporaryDirectory(prefix="codeagent-mine-") as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        run = functools.partial(subprocess.run, capture_output=True, env=env)
+        if run(["git", "--git-dir", str(git_dir), "read-tree", END, object_id(base)]).returncode != 0:
+            return False
+        return run(["git", "--git-dir", str(git_dir), "apply", "--cached", "--check", END, "-"],
+                   input=patch.encode()).returncode == 0
 
 
 def spread(sources: list[str]) -> str | None:
@@ -138,8 +156,8 @@ def _numstat(git_dir: Path, commit: Commit) -> list[tuple[str, bool]]:
 
 
 def _revisions(commit: Commit) -> tuple[str, str]:
-    """The base and the state with the change, each checked as an object id."""
-    return object_id(commit.parent), object_id(commit.head or commit.sha)
+    """Where the change starts and the state with the change, each checked as an object id."""
+    return object_id(commit.start or commit.parent), object_id(commit.head or commit.sha)
 
 
 def _diff(git_dir: Path, commit: Commit, limit: int, paths: list[str]) -> bytes:
