@@ -35,6 +35,7 @@ from codeagent import patches  # noqa: E402
 from codeagent.mine.candidates import Skip, candidate, shallow_edges  # noqa: E402
 from codeagent.mine.environment import task_for  # noqa: E402
 from codeagent.mine.mining import open_repository  # noqa: E402
+from codeagent.mine.split import DROPPED, kind_of  # noqa: E402
 from codeagent.mine.validate import validate  # noqa: E402
 from codeagent.mine.walk import history  # noqa: E402
 
@@ -64,6 +65,12 @@ def files_of(patch: str) -> list[str]:
     return sorted({diff.new or diff.old or "" for diff in patches.parse(patch)} - {""})
 
 
+def code_files(patch: str) -> list[str]:
+    """The files of an official patch the miner compares: all but docs and vendored code (SWE-bench Lite's
+    patches hold none; SWE-bench Multilingual's keep README.md and the like, which a mined gold patch drops)."""
+    return [path for path in files_of(patch) if kind_of(path) not in DROPPED]
+
+
 def _merged_as(item: dict[str, Any]) -> str | None:
     match = re.search(r"merged as ([0-9a-f]{40})", str(item.get("source") or ""))
     return match.group(1) if match else None
@@ -72,7 +79,7 @@ def _merged_as(item: dict[str, Any]) -> str | None:
 def find(item: dict[str, Any], units: list, git_dir: Path, shallow: frozenset[str]) -> dict[str, Any]:
     """The unit that is this instance (or the closest one, and why it is not)."""
     number = item["instance_id"].rsplit("-", 1)[-1]
-    wanted = files_of(item["patch"])
+    wanted = code_files(item["patch"])
     merged = _merged_as(item)
     named = re.compile(rf"(?:#|pull request #){number}\b")
     pool = [unit for unit in units if unit.parent == item["base_commit"] or unit.sha == merged
@@ -88,8 +95,11 @@ def find(item: dict[str, Any], units: list, git_dir: Path, shallow: frozenset[st
         tried.append({"unit": unit.sha[:12], "kind": unit.kind, "files": found.source_files, "same_files": same_files,
                       "same_base": same_base})
         if same_files and (same_base or unit.sha == merged or named.search(unit.message.split("\n", 1)[0])):
-            return {"found": same_files and same_base, "same_files": True, "same_base": same_base, "unit": unit,
-                    "candidate": found, "tried": tried}
+            # a rebuilt row's base is its merge's first parent by construction (not SWE-bench's): there, the
+            # same merged pull request is the same instance
+            found_it = same_base or (merged is not None and unit.sha == merged)
+            return {"found": found_it, "same_files": True, "same_base": same_base, "same_unit": unit.sha == merged,
+                    "unit": unit, "candidate": found, "tried": tried}
     return {"found": False, "same_files": False, "same_base": False, "unit": None, "candidate": None, "tried": tried}
 
 
@@ -105,7 +115,7 @@ def bench_repo(path: str, name: str, official: list[dict[str, Any]], args, done:
         result = find(item, units, repo.git_dir, shallow)
         unit, found = result.pop("unit"), result.pop("candidate")
         out: dict[str, Any] = {"instance_id": item["instance_id"], "repo": name, **result,
-                               "official_files": files_of(item["patch"]), "official_base": item["base_commit"],
+                               "official_files": code_files(item["patch"]), "official_base": item["base_commit"],
                                "official_f2p": item["FAIL_TO_PASS"]}
         if unit is not None:
             out.update({"unit": unit.sha, "unit_kind": unit.kind, "base": found.commit.parent, "mined_files": found.source_files,
