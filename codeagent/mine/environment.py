@@ -4,7 +4,8 @@
   repository's major.minor at the base commit (its `__version__` as SWE-bench reads it, else its
   packaging metadata), mapped to the nearest spec version not above it;
 - another language: `extra["environment"]` names the language, the test command and the parser of
-  the repository's own graded test report (harness/env_toolchain.py's `test_report`);
+  the repository's own graded test report (harness/env_toolchain.py's `test_report`), and the toolchain
+  version of the unit's day (toolchain_era.py);
 - Python without a spec file: a generic environment (pytest over the test patch's files).
 """
 
@@ -21,6 +22,7 @@ from ..sandbox.workspace import RepoSnapshot
 from ..task import Task
 from .candidates import Candidate, Skip
 from .gitread import END, git, object_id
+from .toolchain_era import toolchain_version
 
 # Where a Python repository states its version, in the order SWE-bench's version files are tried;
 # {name} is the repository's name.
@@ -147,6 +149,9 @@ def task_for(repo: Repository, found: Candidate, ref: str = "HEAD") -> Task:
         report = _test_report(snapshot(str(repo.git_dir), commit.parent))
         if report is not None and report.language != "python":
             fields["environment"] = language_environment(report)
+            version = toolchain_version(report.language, lambda path: _show(repo, commit.parent, path), commit.date)
+            if version:  # the version of the unit's day (toolchain_era.py), which the harness installs
+                fields["environment"]["toolchain_version"] = version
         else:
             try:
                 files = _files(repo, commit.parent)
