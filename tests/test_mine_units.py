@@ -127,3 +127,25 @@ def test_a_diff_over_unrelated_areas_is_no_task(repo):
     _commit(repo, "Sync the 2.x branch", files)
     assert _skip(repo, history(repo / ".git")[0]).startswith(
         "spans unrelated areas: 15 source files in 5 areas (api, auth, cli, db, web)")
+
+
+def test_a_unit_on_a_maintenance_line_reads_its_requirements_at_that_lines_last_commit_of_the_version(repo):
+    """flask-4045: a fix merged into 2.0.x, whose requirements a later 2.0.x commit fixed; main states 2.1."""
+    from codeagent.mine.environment import Repository, task_for
+
+    _commit(repo, "2.0", {"src/flask/__init__.py": '__version__ = "2.0.0.dev"\n'})
+    git(repo, "checkout", "-q", "-b", "2.0.x")
+    git(repo, "checkout", "-q", "-b", "fix")
+    _commit(repo, "mul() on floats, with its test", {
+        "calc.py": (repo / "calc.py").read_text().replace("return a * b", "return float(a) * b"),
+        "tests/test_mul.py": "from calc import mul\n\n\ndef test_float():\n    assert mul(1.5, 2) == 3.0\n"})
+    git(repo, "checkout", "-q", "2.0.x")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #9 from someone/floats", "fix")
+    last_20 = _commit(repo, "release 2.0.1", {"src/flask/__init__.py": '__version__ = "2.0.1"\n'})
+    git(repo, "checkout", "-q", "main")
+    _commit(repo, "2.1", {"src/flask/__init__.py": '__version__ = "2.1.0.dev"\n'})
+    git(repo, "merge", "-q", "--no-ff", "-X", "ours", "-m", "Merge branch '2.0.x'", "2.0.x")
+    flask = Repository(repo / ".git", "pallets/flask", str(repo))
+    pull = next(unit for unit in history(flask.git_dir, owner="pallets") if unit.message.startswith("Merge pull request #9"))
+    task = task_for(flask, candidate(flask.git_dir, pull))
+    assert task.version == "2.0" and task.environment_setup_commit == last_20  # not main's 2.1 line, not the base

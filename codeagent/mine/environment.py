@@ -142,7 +142,8 @@ def task_for(repo: Repository, found: Candidate, ref: str = "HEAD") -> Task:
         version = nearest_version(stated, list(specs.versions))
         if version is None:
             raise Skip(f"environment: no spec version at or below {stated} in {Path(specs.path).name}")
-        setup = setup_commit(repo, commit.parent, stated, ref)
+        # the newest commit stating the version on the unit's own line: a maintenance line (2.0.x) has its own
+        setup = setup_commit(repo, commit.parent, stated, f"{object_id(commit.line)}^2" if commit.line else ref)
     else:
         from ..sandbox.workspace import snapshot
 
