@@ -95,3 +95,41 @@ def test_a_held_generated_file_joins_the_gold_patch_only_because_the_tests_need_
     assert "table.generated.json" in task["patch"] and "CHANGES.rst" not in task["patch"]
     assert task["provenance"]["held_added"] == ["table.generated.json"]
     assert task["provenance"]["dropped_files"] == ["CHANGES.rst"]
+
+
+def test_sigterm_stops_the_run_at_once_records_the_candidate_and_the_next_run_resumes_it(tmp_path, env):
+    import signal
+    import time
+
+    import docker
+
+    repo = history_repo(tmp_path)
+    output = tmp_path / "stop" / "tasks.jsonl"
+    command = [sys.executable, "-m", "codeagent.cli", "tasks", "mine", str(repo), "--name", "synthetic/calc",
+               "--output", str(output), "--reruns", "3"]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # a container run in flight
+        seen.append(line)
+        if "] base run 2/3" in line:
+            break
+    assert any("base run 2/3" in line for line in seen), "".join(seen)[-2000:]
+    time.sleep(1)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    stopped = time.monotonic() - sent
+    assert proc.returncode == 143, rest
+    assert stopped < 10, f"stopped after {stopped:.1f}s"
+    owner = {"label": f"codeagent.owner={__import__('socket').gethostname()}:{proc.pid}"}
+    assert docker.from_env().containers.list(all=True, sparse=True, filters=owner) == []  # nothing of the run is left
+    records = [json.loads(line) for line in output.with_name("tasks.jsonl.state.jsonl").read_text().splitlines()]
+    interrupted = [record["commit"] for record in records if record["status"] == "interrupted"]
+    assert len(interrupted) == 1 and len(records) == 9  # the candidate in flight, and the 8 skipped ones
+    assert output.read_text() == "" and len(output.with_name("tasks.rejects.jsonl").read_text().splitlines()) == 8
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "8 done before, 1 candidates to validate" in again.stderr  # the interrupted one is validated again
+    [task] = [json.loads(line) for line in output.read_text().splitlines()]
+    assert task["provenance"]["commit"] == interrupted[0] and task["FAIL_TO_PASS"] == ["tests/test_calc.py::test_add"]
