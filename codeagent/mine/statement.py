@@ -63,7 +63,7 @@ def says_nothing(text: str) -> str | None:
     rest = re.sub(r"(?:#|\bGH-|\b[A-Z][A-Z0-9]+-)\d+\b", " ", rest)  # tickets
     rest = re.sub(r"\bv?\d+(?:\.\d+)+(?:[-.]?(?:dev|rc|a|b|post)\d*)?\b", " ", rest)  # versions
     words = [word for word in re.findall(r"[A-Za-z_][\w-]*", rest) if word.lower() not in _EMPTY_WORDS]
-    if len(words) >= 3:
+    if len(words) >= 2:  # "implement CopyToGoFlagSet" names what to do; "Proposed 2.8.0" does not
         return None
     flat = " ".join(text.split())
     return f"the statement says nothing to act on: {flat[:100]!r}"
