@@ -88,3 +88,20 @@ def test_the_compilers_lines_say_why_tests_do_not_build():
     python = "ImportError while importing test module '/testbed/tests/test_a.py'.\nE   ImportError: cannot import name 'b' from 'a'\n"
     assert compiler_lines(python) == ["E   ImportError: cannot import name 'b' from 'a'"]
     assert compiler_lines("PASSED tests/test_a.py::test_a\n") == []
+
+
+def test_a_compiled_test_missing_before_the_fix_is_fail_to_pass_only_when_the_test_patch_touches_it():
+    from codeagent.mine.validate import lists_from_runs, touched_tests
+
+    patch = ("diff --git a/ctx_test.go b/ctx_test.go\n--- a/ctx_test.go\n+++ b/ctx_test.go\n"
+             "@@ -10,3 +10,9 @@ func TestContextBindWithXML(t *testing.T) {\n     c := New()\n"
+             "+func TestContextBindHeader(t *testing.T) {\n+    c.BindHeader(&h)\n+}\n")
+    touched = touched_tests(patch)
+    assert touched == {"TestContextBindWithXML", "TestContextBindHeader"}
+    base = [{}]  # the package did not build before the fix: no test ran
+    gold = [{"TestContextBindHeader": "PASSED", "TestContextBindWithXML": "PASSED", "TestOther": "PASSED",
+              "TestTable/sub_case": "PASSED"}]
+    assert lists_from_runs(base, gold, touched) == (["TestContextBindHeader", "TestContextBindWithXML"], [], [])
+    assert lists_from_runs(base, gold)[0] == list(gold[0])  # Python's rule: every missing test failed
+    ran = [{"TestOther": "FAILED"}]  # a test that ran and failed is FAIL_TO_PASS whatever the patch touched
+    assert "TestOther" in lists_from_runs(ran, gold, touched)[0]

@@ -56,10 +56,13 @@ def brief(text: str, limit: int = 400) -> str:
     return flat if len(flat) <= limit else f"{flat[:limit // 3]} ... {flat[-(2 * limit) // 3:]}"
 
 
-def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]]) -> tuple[list[str], list[str], list[str]]:
+def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]], touched: set[str] | None = None,
+                    ) -> tuple[list[str], list[str], list[str]]:
     """(FAIL_TO_PASS, PASS_TO_PASS, flaky) from the statuses of each base run and each gold run. A test
     missing from a run's log failed in it (SWE-bench's rule); one that passes in some runs of a side and
-    not in others is flaky."""
+    not in others is flaky. `touched` (a compiled language's tests): a test missing from every base run
+    (its package did not build before the fix) is FAIL_TO_PASS only when the test patch touches it,
+    as SWE-bench Multilingual's per-instance test commands select; the others are neither."""
     tests = list(dict.fromkeys(test for run in [*base, *gold] for test in run))
     f2p: list[str] = []
     p2p: list[str] = []
@@ -70,8 +73,43 @@ def lists_from_runs(base: list[dict[str, str]], gold: list[dict[str, str]]) -> t
         if len(before) > 1 or len(after) > 1:
             flaky.append(test)
         elif after == {True}:
-            (p2p if before == {True} else f2p).append(test)
+            if before == {True}:
+                p2p.append(test)
+            elif touched is None or any(test in run for run in base) or is_touched(test, touched):
+                f2p.append(test)
     return f2p, p2p, flaky
+
+
+_TEST_NAMES = [re.compile(pattern) for pattern in (
+    r"\bfunc\s+((?:Test|Benchmark|Example|Fuzz)\w*)",  # Go
+    r"\bfn\s+(\w+)\s*\(",  # Rust
+    r"\bvoid\s+(\w+)\s*\(",  # Java, C#
+    r"\bdef\s+(test\w*)",  # Python
+    r"\bTEST(?:_F|_P)?\s*\(\s*(\w+\s*,\s*\w+)\s*\)",  # googletest: suite, name
+    r"\b(?:it|test|describe|context)(?:\.\w+)?\s*\(\s*(['\"`])(.+?)\1",  # JavaScript titles
+)]
+
+
+def touched_tests(test_patch: str) -> set[str]:
+    """The tests a test patch adds or changes: definitions on its added lines and the functions its hunks sit in."""
+    names: set[str] = set()
+    for line in test_patch.splitlines():
+        if line.startswith("@@"):
+            text = line.split("@@", 2)[-1]
+        elif line.startswith("+") and not line.startswith("+++"):
+            text = line[1:]
+        else:
+            continue
+        for pattern in _TEST_NAMES:
+            for match in pattern.finditer(text):
+                name = match.groups()[-1]
+                names.add(re.sub(r"\s*,\s*", ".", name.strip()))
+    return names
+
+
+def is_touched(test: str, names: set[str]) -> bool:
+    parts = set(re.split(r"::|#|/|\.| > ", test))
+    return any(name in parts or name == test or (" " in name and name in test) for name in names)
 
 
 def statuses_of(graded: Graded, log_parser: str) -> dict[str, str]:
@@ -189,7 +227,9 @@ class _Runner:
             raise Skip("no test results in any run: the tests do not run in this environment")
         if not any(run["passed"] for run in self.runs):  # not even with the fix: they cannot run here (an import fails...)
             raise Skip("no test passed in any run: the tests do not run in this environment")
-        f2p, p2p, flaky = lists_from_runs(base, gold)
+        environment = self.task.extra.get("environment") or {}
+        compiled = environment.get("language") not in (None, "python")
+        f2p, p2p, flaky = lists_from_runs(base, gold, touched_tests(self.task.test_patch or "") if compiled else None)
         if not f2p:
             lines = compiler_lines("\n".join(self.logs["gold"]))
             raise Skip(f"no FAIL_TO_PASS test ({len(p2p)} pass->pass, {len(flaky)} flaky)"
