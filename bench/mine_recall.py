@@ -26,6 +26,7 @@ import json
 import re
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from codeagent import patches  # noqa: E402
 from codeagent.mine.candidates import Skip, candidate, shallow_edges  # noqa: E402
 from codeagent.mine.environment import task_for  # noqa: E402
-from codeagent.mine.mining import open_repository  # noqa: E402
+from codeagent.mine.mining import Options, final_statement, open_repository  # noqa: E402
+from codeagent.mine.output import row as mined_row  # noqa: E402
 from codeagent.mine.split import DROPPED, kind_of  # noqa: E402
+from codeagent.mine.statement import statement as statement_text  # noqa: E402
 from codeagent.mine.validate import validate  # noqa: E402
 from codeagent.mine.walk import history  # noqa: E402
 
@@ -84,6 +87,8 @@ def find(item: dict[str, Any], units: list, git_dir: Path, shallow: frozenset[st
     named = re.compile(rf"(?:#|pull request #){number}\b")
     pool = [unit for unit in units if unit.parent == item["base_commit"] or unit.sha == merged
             or named.search(unit.message.split("\n", 1)[0])]
+    # the unit that names the pull request first: another one may share its base and its files
+    pool.sort(key=lambda unit: not (unit.sha == merged or named.search(unit.message.split("\n", 1)[0])))
     tried = []
     for unit in pool:
         try:
@@ -142,18 +147,31 @@ def _validate(repo, unit, found, item: dict[str, Any], args) -> dict[str, Any]:
         return {"outcome": "skipped", "why": str(why), "seconds": round(time.monotonic() - began)}
     wanted = set(item["FAIL_TO_PASS"])
     mined = set(validation.fail_to_pass)
-    return {"outcome": "kept", "seconds": round(time.monotonic() - began), "f2p": sorted(mined),
+    statement = {}
+    task = task.model_copy(update={"problem_statement": statement_text(unit.message),
+                                   "extra": {**task.extra, "commit": unit.sha, "unit": unit.kind}})
+    try:  # the miner's statement check, with the history's text (no model here)
+        text, made = final_statement(task, validation, Options())
+        statement = {"statement": "passes", **made}
+        if args.rows:
+            kept = mined_row(task.model_copy(update={"problem_statement": text}), unit.sha, repo.source, validation, made)
+            with open(Path(args.rows) / f"{repo.name.replace('/', '__')}.jsonl", "a") as handle:
+                handle.write(json.dumps(kept) + "\n")
+    except Skip as why:
+        statement = {"statement": str(why)}
+    return {"outcome": "kept", **statement, "seconds": round(time.monotonic() - began), "f2p": sorted(mined),
             "f2p_equal": mined == wanted, "f2p_missing": sorted(wanted - mined), "f2p_extra": sorted(mined - wanted),
             "official_f2p_in_mined_p2p": sorted(wanted & set(validation.pass_to_pass)),
             "p2p": len(validation.pass_to_pass), "held_added": validation.held_added,
+            "validation": {key: value for key, value in asdict(validation).items() if key != "failures"},
             "environment": task.extra.get("environment"), "version": task.version}
 
 
 def table(results: Path) -> str:
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     latest = {row["instance_id"]: row for row in rows}
-    lines = ["| instance | found (files, base) | unit | validated | F2P mined / official | F2P equal |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| instance | found (files, base) | unit | validated | F2P mined / official | F2P equal | statement |",
+             "|---|---|---|---|---|---|---|"]
     for row in sorted(latest.values(), key=lambda r: (r["repo"], r["instance_id"])):
         found = "yes" if row["found"] else f"no ({'files' if row['same_files'] else 'no unit with its files'}"
         found += "" if row["found"] else (", other base)" if row["same_files"] else ")")
@@ -161,7 +179,8 @@ def table(results: Path) -> str:
         validated = row.get("outcome", "-") + (f": {row['why'][:90]}" if row.get("why") else "")
         f2p = f"{len(row['f2p'])} / {len(row['official_f2p'])}" if "f2p" in row else "-"
         equal = {True: "yes", False: "no", None: "-"}[row.get("f2p_equal")]
-        lines.append(f"| {row['instance_id']} | {found} | {unit} | {validated} | {f2p} | {equal} |")
+        said = "passes" if row.get("statement") == "passes" else (row.get("statement") or "-")[:70]
+        lines.append(f"| {row['instance_id']} | {found} | {unit} | {validated} | {f2p} | {equal} | {said} |")
     by_repo: dict[str, list] = {}
     for row in latest.values():
         by_repo.setdefault(row["repo"], []).append(row)
@@ -180,6 +199,7 @@ def main() -> None:
     parser.add_argument("--results", default=str(ROOT / "bench" / "results" / "mine_recall.jsonl"))
     parser.add_argument("--logs", help="a folder for each validation's logs")
     parser.add_argument("--validate", action="store_true", help="validate each found unit (Docker)")
+    parser.add_argument("--rows", help="a folder: each kept unit whose statement passes the check, as the miner's row")
     parser.add_argument("--reruns", type=int, default=2)
     parser.add_argument("--only", action="append", default=[], help="only these instance ids")
     parser.add_argument("--table", action="store_true", help="print the table of --results and stop")

@@ -98,7 +98,10 @@ def test_another_language_takes_the_repositorys_test_report():
     from codeagent.harness.env_toolchain import TestReport
 
     report = TestReport("go", "go test -json ./...", "go_json")
-    assert language_environment(report) == {"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json"}
+    assert language_environment(report) == {"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json",
+                                            "pre_install": ["go test -count=1 -exec /bin/true ./... >/dev/null 2>&1 || true"]}
+    rust = language_environment(TestReport("rust", "cargo test", "cargo"))
+    assert "pre_install" not in rust  # compiling would run its build scripts
 
 
 def test_the_statement_is_the_message_and_a_leak_is_refused(repo):
