@@ -27,11 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeagent import patches  # noqa: E402
 from codeagent.data.swebench import load_rows  # noqa: E402
-from codeagent.mine.candidates import Skip, candidate, history, shallow_edges  # noqa: E402
+from codeagent.mine.candidates import Skip, candidate, shallow_edges  # noqa: E402
 from codeagent.mine.mining import Options, open_repository, prepare  # noqa: E402
 from codeagent.mine.output import row, write_jsonl  # noqa: E402
 from codeagent.mine.split import DOCS, kind_of  # noqa: E402
 from codeagent.mine.validate import validate  # noqa: E402
+from codeagent.mine.walk import history  # noqa: E402
 
 MIRRORS = {"pallets/flask": "/work/.mirror/pallets+flask/repo", "psf/requests": "/work/.mirror/psf+requests/repo"}
 

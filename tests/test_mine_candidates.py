@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from codeagent.mine.candidates import Limits, Skip, candidate, history, shallow_edges
+from codeagent.mine.candidates import Limits, Skip, candidate, shallow_edges
 from codeagent.mine.split import kind_of
+from codeagent.mine.walk import history
 from tests.support.git import git
 from tests.support.history import REASONS, history_repo
 
@@ -73,21 +75,46 @@ def test_dates_and_count_select_the_commits(repo):
     assert subjects == ["More tests", "Comment mul", "Document calc"]
 
 
-def test_a_merge_is_mined_against_its_first_parent(repo):
-    git(repo, "checkout", "-q", "-b", "topic", "HEAD~8")  # the first commit
+def _dated(repo, date: str, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.parametrize("touch_on_main", [False, True])
+def test_a_merged_branch_is_one_unit_based_where_the_main_line_stood_when_it_was_opened(repo, touch_on_main):
+    """SWE-bench's base commit: the base branch's tip when the pull request was opened; its patch: the
+    pull request's own diff (from the merge base). When the main line changed one of its files in between,
+    the merge base itself (the patch would not apply)."""
+    start = git(repo, "rev-parse", "HEAD~8").strip()  # the first commit (2024-01)
+    pushed_on = git(repo, "rev-parse", "HEAD~6").strip()  # "Document calc" (2024-03-01)
+    git(repo, "checkout", "-q", "-b", "topic", start)
     (repo / "util.py").write_text("def double(a):\n    return a * 2\n")
     git(repo, "add", "util.py")
-    git(repo, "commit", "-qm", "double() on a branch")
+    _dated(repo, "2024-03-10T00:00:00Z", "commit", "-qm", "double() on a branch")
     (repo / "tests" / "test_util.py").write_text("from util import double\n\n\ndef test_double():\n    assert double(2) == 4\n")
     git(repo, "add", "tests")
-    git(repo, "commit", "-qm", "its test")
+    head = _dated(repo, "2024-03-15T00:00:00Z", "commit", "-qm", "its test")
     git(repo, "checkout", "-q", "main")
-    git(repo, "merge", "-q", "--no-ff", "-m", "Merge branch 'topic'", "topic")
+    if touch_on_main:
+        git(repo, "checkout", "-q", "-b", "edit", pushed_on)
+        (repo / "util.py").write_text("# util\n")
+        git(repo, "add", "util.py")
+        _dated(repo, "2024-03-02T00:00:00Z", "commit", "-qm", "util on the main line")
+        git(repo, "checkout", "-q", "main")
+        git(repo, "rebase", "-q", "edit")  # the main line now holds it, before the last push
+        git(repo, "branch", "-q", "-D", "edit")
+        pushed_on = git(repo, "log", "--format=%H", "-1", "--before=2024-03-15T00:00:00Z").strip()
+    _dated(repo, "2024-10-01T00:00:00Z", "merge", "-q", "--no-ff", "-X", "theirs", "-m",
+           "Merge pull request #7 from someone/double", "topic")
     commits = history(_git_dir(repo))
-    assert [c.message for c in commits[:2]] == ["Merge branch 'topic'", "Lock"]  # the branch's commits are not walked
+    assert [c.message for c in commits[:2]] == ["Merge pull request #7 from someone/double", "Lock"]  # not the branch's commits
+    assert (commits[0].kind, commits[0].head, commits[0].start or commits[0].parent) == ("pull", head, start)
     merged = candidate(_git_dir(repo), commits[0])
-    assert commits[0].parent == commits[1].sha
+    assert merged.commit.parent == (start if touch_on_main else pushed_on)
     assert merged.source_files == ["util.py"] and merged.test_files == ["tests/test_util.py"]  # neither commit alone
+    assert "calc.py" not in merged.gold_patch  # the main line's later changes are not the pull request's
 
 
 @pytest.mark.parametrize("path, kind", [

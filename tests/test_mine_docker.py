@@ -67,3 +67,69 @@ def test_mine_with_the_ray_executor_validates_on_a_node_and_brings_the_logs_back
     logs = tmp_path / "ray" / "tasks.logs" / task["instance_id"]  # written on the node, shipped back
     assert "FAILED tests/test_calc.py::test_add" in (logs / "base-1.txt").read_text()
     assert (logs / "grade-gold" / "test_output.txt").is_file()
+
+
+LOOKUP = "import json\nfrom pathlib import Path\n\n\ndef lookup(name):\n    return json.loads((Path(__file__).parent / 'table.generated.json').read_text())[name]\n"
+HELD_COMMITS = [
+    ("table", {"calc.py": "def add(a, b):\n    return a + b\n", "table.generated.json": '{"a": 1}\n',
+               "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"},
+     "2024-01-01T00:00:00Z"),
+    ("lookup() reads names from the generated table: lookup('b') is 2",
+     {"calc.py": "def add(a, b):\n    return a + b\n\n\n" + LOOKUP, "table.generated.json": '{"a": 1, "b": 2}\n',
+      "CHANGES.rst": "- lookup()\n",
+      "tests/test_calc.py": "from calc import add, lookup\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                            "def test_lookup():\n    assert lookup('b') == 2\n"},
+     "2024-02-01T00:00:00Z"),
+]
+
+
+def test_a_held_generated_file_joins_the_gold_patch_only_because_the_tests_need_it(tmp_path, env):
+    repo = history_repo(tmp_path, HELD_COMMITS)
+    output = tmp_path / "held" / "tasks.jsonl"
+    mine = subprocess.run([sys.executable, "-m", "codeagent.cli", "tasks", "mine", str(repo), "--name", "synthetic/calc",
+                           "--output", str(output), "--reruns", "1"], capture_output=True, text=True, env=env, timeout=1200)
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    assert "again with table.generated.json" in mine.stderr  # without it, no test changed: decided by running
+    [task] = [json.loads(line) for line in output.read_text().splitlines()]
+    assert sorted(task["FAIL_TO_PASS"]) == ["tests/test_calc.py::test_add", "tests/test_calc.py::test_lookup"]
+    assert "table.generated.json" in task["patch"] and "CHANGES.rst" not in task["patch"]
+    assert task["provenance"]["held_added"] == ["table.generated.json"]
+    assert task["provenance"]["dropped_files"] == ["CHANGES.rst"]
+
+
+def test_sigterm_stops_the_run_at_once_records_the_candidate_and_the_next_run_resumes_it(tmp_path, env):
+    import signal
+    import time
+
+    import docker
+
+    repo = history_repo(tmp_path)
+    output = tmp_path / "stop" / "tasks.jsonl"
+    command = [sys.executable, "-m", "codeagent.cli", "tasks", "mine", str(repo), "--name", "synthetic/calc",
+               "--output", str(output), "--reruns", "3"]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # a container run in flight
+        seen.append(line)
+        if "] base run 2/3" in line:
+            break
+    assert any("base run 2/3" in line for line in seen), "".join(seen)[-2000:]
+    time.sleep(1)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    stopped = time.monotonic() - sent
+    assert proc.returncode == 143, rest
+    assert stopped < 10, f"stopped after {stopped:.1f}s"
+    owner = {"label": f"codeagent.owner={__import__('socket').gethostname()}:{proc.pid}"}
+    assert docker.from_env().containers.list(all=True, sparse=True, filters=owner) == []  # nothing of the run is left
+    records = [json.loads(line) for line in output.with_name("tasks.jsonl.state.jsonl").read_text().splitlines()]
+    interrupted = [record["commit"] for record in records if record["status"] == "interrupted"]
+    assert len(interrupted) == 1 and len(records) == 9  # the candidate in flight, and the 8 skipped ones
+    assert output.read_text() == "" and len(output.with_name("tasks.rejects.jsonl").read_text().splitlines()) == 8
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "8 done before, 1 candidates to validate" in again.stderr  # the interrupted one is validated again
+    [task] = [json.loads(line) for line in output.read_text().splitlines()]
+    assert task["provenance"]["commit"] == interrupted[0] and task["FAIL_TO_PASS"] == ["tests/test_calc.py::test_add"]

@@ -61,8 +61,9 @@ def test_a_grpo_step_on_a_mined_task_has_a_gradient(tmp_path, env):
 
 
 def test_the_fix_demonstration_applies_the_gold_patch_in_one_bash_command(tmp_path):
-    from codeagent.mine.candidates import candidate, history
+    from codeagent.mine.candidates import candidate
     from codeagent.mine.demos import apply_command, demo_turns
+    from codeagent.mine.walk import history
     from codeagent.task import Task
 
     repo = history_repo(tmp_path)

@@ -74,7 +74,7 @@ def test_the_set_up_agent_repairs_an_environment_and_the_candidate_is_kept(tmp_p
         summary = mine(open_repository(str(repo), "synthetic/calc"), output,
                        Options(reruns=2, setup=(model, setup_config())), progress)
     assert len(model.calls) == 3 and "import six" not in model.calls[0][-1]["content"]
-    assert "no test passed in any run" in model.calls[0][-1]["content"]  # the agent is told what happened
+    assert "the tests do not build with the fix: E   ModuleNotFoundError: No module named 'six'" in model.calls[0][-1]["content"]  # told what happened
     assert summary.kept == 1, (tmp_path / "mined.rejects.jsonl").read_text()
     [row] = [json.loads(line) for line in output.read_text().splitlines()]
     assert row["FAIL_TO_PASS"] == ["tests/test_calc.py::test_add"]

@@ -9,7 +9,7 @@ import pytest
 from codeagent.data import load_tasks
 from codeagent.harness.directives import test_command
 from codeagent.harness.specs import spec_for
-from codeagent.mine.candidates import Skip, candidate, history
+from codeagent.mine.candidates import Skip, candidate
 from codeagent.mine.environment import (
     Repository,
     language_environment,
@@ -22,6 +22,7 @@ from codeagent.mine.output import Exclusions, dedupe, normalized_digest, read_ex
 from codeagent.mine.state import MiningState, state_path
 from codeagent.mine.statement import leaks, referenced_issues, statement
 from codeagent.mine.validate import Validation, lists_from_runs
+from codeagent.mine.walk import history
 from tests.support.git import git
 from tests.support.history import FIX_MESSAGE, history_repo
 
@@ -59,7 +60,7 @@ def test_a_package_is_installed(tmp_path):
     git(root, "commit", "-qm", "package")
     (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (root / "tests" / "test_plus.py").write_text("def test_plus():\n    assert 1\n")
-    git(root, "commit", "-qam", "simpler")
+    git(root, "commit", "-qam", "add() returns a + b without a needless + 0")
     repository = open_repository(str(root), "synthetic/calc")
     task = prepare(repository, history(repository.git_dir)[0], Options(), frozenset(), None, set())
     assert task.extra["environment"]["install"] == ["python -m pip install -e ."]
@@ -97,7 +98,10 @@ def test_another_language_takes_the_repositorys_test_report():
     from codeagent.harness.env_toolchain import TestReport
 
     report = TestReport("go", "go test -json ./...", "go_json")
-    assert language_environment(report) == {"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json"}
+    assert language_environment(report) == {"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json",
+                                            "pre_install": ["go test -count=1 -exec /bin/true ./... >/dev/null 2>&1 || true"]}
+    rust = language_environment(TestReport("rust", "cargo test", "cargo"))
+    assert "pre_install" not in rust  # compiling would run its build scripts
 
 
 def test_the_statement_is_the_message_and_a_leak_is_refused(repo):

@@ -46,9 +46,13 @@ def tasks_group() -> None:
 @click.option("--setup-model", help="A model for the set-up agent: a candidate whose environment lets no test run is "
                                     "explored and repaired by it, then validated again (its finding is stored in the row).")
 @click.option("--issues", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A JSON object of issue number -> text, added to the statement of the commits that reference them.")
+              help="A JSON object of issue (or pull request) number -> text, added to the statement of the units that "
+                   "reference them (#N, Fixes #N, a branch named after N).")
+@click.option("--statement-model", help="A model that writes each kept task's statement from its tests and their "
+                                        "failures (never the fix); without one, the history's text is the statement. "
+                                        "Either way a statement must state what the tests check.")
 def mine_command(repo, output, name, since, until, max_commits, ref, workers, executor_kind, ray_address, reruns, after,
-                 exclude, split_date, max_files, max_patch_bytes, setup_model, issues) -> None:
+                 exclude, split_date, max_files, max_patch_bytes, setup_model, issues, statement_model) -> None:
     """Mine validated tasks from REPO's history (a local path, a mirror or a URL): first-parent commits that
     change code and tests, each run on its base and with its fix through the eval harness (Docker)."""
     from ..executors.ray_executor import RayUnavailable
@@ -69,11 +73,16 @@ def mine_command(repo, output, name, since, until, max_commits, ref, workers, ex
             from ..models import make_model
 
             options.setup = (make_model(setup_model), setup_config())
+        if statement_model:
+            from ..models import make_model
+
+            options.statement_model = make_model(statement_model)
         with MiningProgress() as progress:
             summary = mine(repository, output, options, progress)
     reasons = ", ".join(f"{reason}: {count}" for reason, count in summary.skipped.most_common())
     click.echo(f"{repository.name}: {summary.commits} commits, {summary.candidates} candidates validated, "
-               f"{summary.kept} kept, {summary.errors} broke ({summary.resumed} commits done before), {summary.written} tasks in {output} "
+               f"{summary.kept} kept, {summary.errors} broke, {summary.interrupted} interrupted ({summary.resumed} commits done "
+               f"before), {summary.written} tasks in {output} "
                f"({summary.seconds:.0f}s); skipped: {reasons or 'none'}; reasons per commit in {rejects_path(output)}")
 
 

@@ -1,5 +1,5 @@
 """An instance id as a folder name: a batch keeps each instance's files under instances/<folder>,
-so a data set whose ids would share a folder is refused when it is read."""
+so a data set whose ids would share a folder is refused when it is read. A git object id, in full."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # a git object id in full: SHA-1 or SHA-256
 
 
 def instance_folder(instance_id: str) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..task import Task
 from .errors import DatasetError
+from .ids import OBJECT_ID
 
 
 def at_provenance(task: Task) -> Task:
@@ -16,6 +17,11 @@ def at_provenance(task: Task) -> Task:
     source = provenance.get("repository") if isinstance(provenance, dict) else None
     if not isinstance(source, str) or not source:
         return task
+    for name in ("base_commit", "environment_setup_commit"):  # the miner writes full ids only
+        value = getattr(task, name)
+        if value is not None and not OBJECT_ID.fullmatch(value):
+            raise DatasetError(f"{task.instance_id}: {name} is not a git object id: {value[:80]!r} "
+                               "(a mined row names its commits by their full ids)")
     if "://" not in source and not source.startswith("git@"):
         path = Path(source).expanduser()
         if not path.exists():

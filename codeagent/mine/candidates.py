@@ -1,19 +1,29 @@
-"""Candidates from a repository's history: its first-parent commits (a merge's diff is against its first
-parent, as a squash's is), each split into a gold patch (everything but tests) and a test patch
-(split.py). A commit that makes no task is a `Skip` with the reason the rejects file records."""
+"""Candidates from a repository's history: its units (walk.py: a pull request where the history shows one,
+else a commit), each split into a gold patch (the source it changes), a test patch (its tests) and what
+is neither (split.py): docs and changelogs and vendored trees are dropped, lockfiles and generated files
+held aside (validation adds them back only when the tests cannot pass without them). A unit that makes no
+task is a `Skip` with the reason the rejects file records."""
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import subprocess
-from dataclasses import dataclass, field
-from pathlib import Path
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
 
-from .split import TEST, kind_of, skip_reason
+from .gitread import END, SAFE_DIFF, git, object_id
+from .split import DROPPED, HELD, SOURCE, TEST, kind_of, skip_reason
 
 MAX_PATCH_BYTES = 1 << 20  # the whole diff, tests included
 MAX_FILES = 50
-_SEP, _END = "\x1f", "\x1e"
+# A diff whose source files lie in more areas than this (top folders; under src/, lib/... the next one),
+# when it changes more than MIN_SPREAD_FILES of them, is not one change: a sync, a sweep, a release.
+MAX_AREAS, MIN_SPREAD_FILES = 4, 12
+COMMIT, PULL, BRANCH = "commit", "pull", "branch"  # a unit's kind (walk.py)
+_NESTING = frozenset({"src", "lib", "pkg", "packages", "internal", "cmd", "source", "modules"})
 
 
 class Skip(Exception):
@@ -22,10 +32,15 @@ class Skip(Exception):
 
 @dataclass(frozen=True)
 class Commit:
-    sha: str
-    parent: str  # the first parent ('' none: a root commit, or the edge of a shallow clone)
+    sha: str  # the unit's commit (a merge: the merge)
+    parent: str  # the base ('' none: a root commit, or the edge of a shallow clone); a pull request: the line it merged
+    # into as it stood when the pull request was opened (walk.py)
     date: str  # committer date, ISO 8601
     message: str
+    head: str = ""  # the state with the change ('' the commit itself; a pull request: its branch's head)
+    kind: str = COMMIT  # COMMIT, PULL (a pull request's merge), BRANCH (a long-lived branch's merge: no task)
+    line: str = ""  # the branch merge whose line holds this unit ('' the walked ref's own line)
+    start: str = ""  # where the change's diff starts when not at `parent` (a pull request: its merge base)
 
 
 @dataclass(frozen=True)
@@ -41,33 +56,9 @@ class Candidate:
     test_patch: str
     test_files: list[str] = field(default_factory=list)
     source_files: list[str] = field(default_factory=list)
-
-
-def git(git_dir: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.decode(errors='replace').strip()[-300:]}")
-    return proc.stdout.decode("utf-8", "replace")
-
-
-def history(git_dir: Path, ref: str = "HEAD", *, since: str | None = None, until: str | None = None,
-            max_commits: int | None = None) -> list[Commit]:
-    """The first-parent commits of `ref`, newest first, within the dates and the count given."""
-    args = ["log", "--first-parent", f"--format=%H{_SEP}%P{_SEP}%cI{_SEP}%B{_END}"]
-    if since:
-        args.append(f"--since={since}")
-    if until:
-        args.append(f"--until={until}")
-    if max_commits:
-        args.append(f"--max-count={max_commits}")
-    commits = []
-    for record in git(git_dir, *args, ref, "--").split(_END):
-        record = record.lstrip("\n")
-        if not record:
-            continue
-        sha, parents, date, message = record.split(_SEP, 3)
-        commits.append(Commit(sha, (parents.split() or [""])[0], date, message.strip()))
-    return commits
+    held_patch: str = ""  # lockfiles and generated files: added to the gold patch only if the tests need them
+    held_files: list[str] = field(default_factory=list)
+    dropped_files: list[str] = field(default_factory=list)  # docs, changelogs, vendored trees: never in a task
 
 
 def shallow_edges(git_dir: Path) -> set[str]:
@@ -77,7 +68,9 @@ def shallow_edges(git_dir: Path) -> set[str]:
 
 
 def candidate(git_dir: Path, commit: Commit, limits: Limits = Limits(), shallow: frozenset[str] = frozenset()) -> Candidate:
-    """The commit split into gold and test patches, or Skip with the reason."""
+    """The unit split into gold, test and held patches, or Skip with the reason."""
+    if commit.kind == BRANCH:
+        raise Skip(f"branch merge: {_subject(commit.message)!r} (a long-lived branch: its own commits are units)")
     if not commit.parent:
         raise Skip("shallow clone: the parent is not here" if commit.sha in shallow else "root commit (no parent)")
     try:
@@ -86,34 +79,73 @@ def candidate(git_dir: Path, commit: Commit, limits: Limits = Limits(), shallow:
         raise Skip(f"unreadable commit: {str(error).splitlines()[-1][-200:]}") from None
     if not changed:
         raise Skip("empty diff")
-    binary = [path for path, is_binary in changed if is_binary]
     kinds = {path: kind_of(path) for path, _ in changed}
     if reason := skip_reason(kinds):
         raise Skip(reason)
-    if binary:
+    kept = [(path, is_binary) for path, is_binary in changed if kinds[path] not in DROPPED]
+    if binary := [path for path, is_binary in kept if is_binary]:
         raise Skip(f"binary file changed: {binary[0]}")
-    if len(changed) > limits.max_files:
-        raise Skip(f"oversized: {len(changed)} files changed (more than {limits.max_files})")
-    data = _diff(git_dir, commit, limits.max_patch_bytes)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Skip("non-UTF-8 patch") from None
-    chunks = [chunk for chunk in re.split(r"(?m)^(?=diff --git )", text) if chunk]
-    if len(chunks) != len(changed):
-        raise Skip(f"unreadable diff ({len(chunks)} file diffs for {len(changed)} files)")
-    if any(re.search(r"(?m)^[-+]Subproject commit ", chunk) for chunk in chunks):
-        raise Skip("submodule change")
-    tests = [path for path, _ in changed if kinds[path] == TEST]
-    gold = "".join(chunk for (path, _), chunk in zip(changed, chunks) if kinds[path] != TEST)
-    test_patch = "".join(chunk for (path, _), chunk in zip(changed, chunks) if kinds[path] == TEST)
-    sources = [path for path, _ in changed if kinds[path] != TEST]
-    return Candidate(commit, gold, test_patch, tests, sources)
+    if len(kept) > limits.max_files:
+        raise Skip(f"oversized: {len(kept)} files changed (more than {limits.max_files})")
+    sources = [path for path, _ in kept if kinds[path] == SOURCE]
+    if reason := spread(sources):
+        raise Skip(reason)
+    data = _diff(git_dir, commit, limits.max_patch_bytes, [path for path, _ in kept])
+    chunks = [chunk for chunk in re.split(rb"(?m)^(?=diff --git )", data) if chunk]
+    if len(chunks) != len(kept):
+        raise Skip(f"unreadable diff ({len(chunks)} file diffs for {len(kept)} files)")
+    parts: dict[str, list[str]] = {TEST: [], SOURCE: [], HELD: []}
+    for (path, _), chunk in zip(kept, chunks):
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Skip(f"non-UTF-8 patch: {path}") from None
+        if re.search(r"(?m)^[-+]Subproject commit ", text):
+            raise Skip("submodule change")
+        parts[kinds[path] if kinds[path] in (TEST, SOURCE) else HELD].append(text)
+    if commit.start and not _applies(git_dir, commit.parent, "".join(chunk.decode() for chunk in chunks)):
+        commit = replace(commit, parent=commit.start, start="")  # not at the later base: from the merge base
+    return Candidate(commit, "".join(parts[SOURCE]), "".join(parts[TEST]),
+                     [path for path, _ in kept if kinds[path] == TEST], sources, "".join(parts[HELD]),
+                     [path for path, _ in kept if kinds[path] not in (TEST, SOURCE)],
+                     [path for path, _ in changed if kinds[path] in DROPPED])
+
+
+def _applies(git_dir: Path, base: str, patch: str) -> bool:
+    """Does the patch apply to the tree of `base` (checked in an index of its own: nothing is written)?"""
+    with tempfile.TemporaryDirectory(prefix="codeagent-mine-") as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        run = functools.partial(subprocess.run, capture_output=True, env=env)
+        if run(["git", "--git-dir", str(git_dir), "read-tree", END, object_id(base)]).returncode != 0:
+            return False
+        return run(["git", "--git-dir", str(git_dir), "apply", "--cached", "--check", END, "-"],
+                   input=patch.encode()).returncode == 0
+
+
+def spread(sources: list[str]) -> str | None:
+    """Why a diff whose source files lie in many unrelated areas is no task (None: it is one change)."""
+    areas = sorted({area_of(path) for path in sources})
+    if len(sources) > MIN_SPREAD_FILES and len(areas) > MAX_AREAS:
+        return (f"spans unrelated areas: {len(sources)} source files in {len(areas)} areas "
+                f"({', '.join(areas[:6])}{', ...' if len(areas) > 6 else ''})")
+    return None
+
+
+def area_of(path: str) -> str:
+    """The area of a path: its top folder (under src/, lib/, pkg/...: the folder below it); '.' at the top."""
+    folders = PurePosixPath(path).parts[:-1]
+    if not folders:
+        return "."
+    return "/".join(folders[:2]) if folders[0] in _NESTING and len(folders) > 1 else folders[0]
+
+
+def _subject(message: str) -> str:
+    return message.strip().split("\n", 1)[0][:120]
 
 
 def _numstat(git_dir: Path, commit: Commit) -> list[tuple[str, bool]]:
     """(path, binary) of each file the commit changes, in git's order (the diff's order)."""
-    out = git(git_dir, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", commit.parent, commit.sha)
+    out = git(git_dir, "diff", "--numstat", "-z", "--no-renames", *SAFE_DIFF, END, *_revisions(commit))
     changed = []
     for entry in out.split("\0"):
         if not entry:
@@ -123,10 +155,16 @@ def _numstat(git_dir: Path, commit: Commit) -> list[tuple[str, bool]]:
     return changed
 
 
-def _diff(git_dir: Path, commit: Commit, limit: int) -> bytes:
-    """The commit's diff, read no further than `limit` bytes (Skip beyond: a 100 MB diff is not read whole)."""
-    command = ["git", "--git-dir", str(git_dir), "-c", "core.quotepath=false", "diff", "--no-color", "--no-ext-diff",
-               "--no-renames", "--full-index", commit.parent, commit.sha]
+def _revisions(commit: Commit) -> tuple[str, str]:
+    """Where the change starts and the state with the change, each checked as an object id."""
+    return object_id(commit.start or commit.parent), object_id(commit.head or commit.sha)
+
+
+def _diff(git_dir: Path, commit: Commit, limit: int, paths: list[str]) -> bytes:
+    """The diff of `paths` (literal paths, no pathspec magic), read no further than `limit` bytes (Skip
+    beyond: a 100 MB diff is not read whole)."""
+    command = ["git", "--git-dir", str(git_dir), "--literal-pathspecs", "-c", "core.quotepath=false", "diff",
+               "--no-color", *SAFE_DIFF, "--no-renames", "--full-index", END, *_revisions(commit), "--", *paths]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None
         data = proc.stdout.read(limit + 1)

@@ -4,7 +4,8 @@
   repository's major.minor at the base commit (its `__version__` as SWE-bench reads it, else its
   packaging metadata), mapped to the nearest spec version not above it;
 - another language: `extra["environment"]` names the language, the test command and the parser of
-  the repository's own graded test report (harness/env_toolchain.py's `test_report`);
+  the repository's own graded test report (harness/env_toolchain.py's `test_report`), and the toolchain
+  version of the unit's day (toolchain_era.py);
 - Python without a spec file: a generic environment (pytest over the test patch's files).
 """
 
@@ -19,7 +20,9 @@ from typing import Any
 from ..harness.spec_files import load_library
 from ..sandbox.workspace import RepoSnapshot
 from ..task import Task
-from .candidates import Candidate, Skip, git
+from .candidates import Candidate, Skip
+from .gitread import END, git, object_id
+from .toolchain_era import toolchain_version
 
 # Where a Python repository states its version, in the order SWE-bench's version files are tried;
 # {name} is the repository's name.
@@ -43,14 +46,15 @@ class Repository:
 
 
 def _show(repo: Repository, commit: str, path: str) -> str | None:
-    try:
-        return git(repo.git_dir, "show", f"{commit}:{path}")
+    try:  # cat-file, not show: no textconv filter of the repository's attributes runs
+        return git(repo.git_dir, "cat-file", "blob", END, f"{object_id(commit)}:{path}")
     except RuntimeError:
         return None
 
 
 def _files(repo: Repository, commit: str) -> list[str]:
-    return git(repo.git_dir, "ls-tree", "-r", "--name-only", commit).splitlines()
+    return [name for name in git(repo.git_dir, "ls-tree", "-r", "-z", "--name-only", END, object_id(commit)).split("\0")
+            if name]
 
 
 def stated_version(repo: Repository, commit: str) -> str | None:
@@ -73,13 +77,14 @@ def setup_commit(repo: Repository, base: str, stated: str, ref: str = "HEAD") ->
     version then reads its requirements there, so they share one environment (its layers built once),
     and a requirement file that a later commit of the version fixed does not break the older ones.
     Versions only rise along the history, so the last commit stating it is found by bisection."""
-    tip = git(repo.git_dir, "rev-parse", "--verify", f"{ref}^{{commit}}").strip()
-    return _last_stating(repo, tip, stated, base)
+    tip = object_id(git(repo.git_dir, "rev-parse", "--verify", END, f"{ref}^{{commit}}").strip())
+    return _last_stating(repo, tip, stated, object_id(base))
 
 
 @lru_cache(maxsize=256)
 def _last_stating(repo: Repository, tip: str, stated: str, base: str) -> str:
-    later = git(repo.git_dir, "rev-list", "--first-parent", "--reverse", f"{base}..{tip}").split()
+    later = [object_id(sha) for sha in git(repo.git_dir, "rev-list", "--first-parent", "--reverse", END,
+                                            f"{object_id(base)}..{object_id(tip)}").split()]
     low, high = 0, len(later)  # later[:low] state it; later[high:] do not
     while low < high:
         middle = (low + high) // 2
@@ -112,9 +117,19 @@ def _test_report(snap: RepoSnapshot):
     return test_report(snap)
 
 
+# Compiled once into the instance image, so that each run compiles only what a patch changes (Go: every test
+# binary built, none run: `-exec /bin/true`; a build failure is the runs' to report). Only where compiling
+# runs none of the repository's code (Rust's build scripts would, with the network of an image build).
+WARM_UP = {"go": ["go test -count=1 -exec /bin/true ./... >/dev/null 2>&1 || true"]}
+
+
 def language_environment(report) -> dict[str, Any]:
     """A task's environment from a repository's TestReport (language, command, parser)."""
-    return {"language": report.language, "test_cmd": report.command, "log_parser": report.log_parser}
+    environment: dict[str, Any] = {"language": report.language, "test_cmd": report.command,
+                                   "log_parser": report.log_parser}
+    if report.language in WARM_UP:
+        environment["pre_install"] = list(WARM_UP[report.language])
+    return environment
 
 
 def python_environment(files: list[str]) -> dict[str, Any]:
@@ -137,13 +152,17 @@ def task_for(repo: Repository, found: Candidate, ref: str = "HEAD") -> Task:
         version = nearest_version(stated, list(specs.versions))
         if version is None:
             raise Skip(f"environment: no spec version at or below {stated} in {Path(specs.path).name}")
-        setup = setup_commit(repo, commit.parent, stated, ref)
+        # the newest commit stating the version on the unit's own line: a maintenance line (2.0.x) has its own
+        setup = setup_commit(repo, commit.parent, stated, f"{object_id(commit.line)}^2" if commit.line else ref)
     else:
         from ..sandbox.workspace import snapshot
 
         report = _test_report(snapshot(str(repo.git_dir), commit.parent))
         if report is not None and report.language != "python":
             fields["environment"] = language_environment(report)
+            version = toolchain_version(report.language, lambda path: _show(repo, commit.parent, path), commit.date)
+            if version:  # the version of the unit's day (toolchain_era.py), which the harness installs
+                fields["environment"]["toolchain_version"] = version
         else:
             try:
                 files = _files(repo, commit.parent)

@@ -19,7 +19,7 @@ from .candidates import Skip
 
 SETUP_FILE = "codeagent-setup.json"
 KEYS = ("pip_packages", "install", "system_packages")  # what a finding may set (lists of strings)
-REPAIRABLE = ("environment:", "no test results in any run", "no test passed in any run")  # the validation skips the agent may repair
+REPAIRABLE = ("environment:", "no test results in any run", "no test passed in any run", "the tests do not build")  # the validation skips the agent may repair
 
 
 def setup_config(**overrides: Any):

@@ -1,7 +1,8 @@
 """The resumable record of a mining run, next to its output: one JSON line per candidate done (kept, with
 its row, or skipped, with the reason), appended and fsynced as each finishes. Killed (even with -9) and
-started again with the same command, a run skips every commit recorded: nothing is validated twice and
-nothing done is lost; a line cut by the kill is ignored (that candidate is simply done again)."""
+started again with the same command, a run skips every commit recorded kept or skipped: nothing is validated
+twice and nothing done is lost; a line cut by the kill is ignored (that candidate is simply done again), and
+one recorded as interrupted (the run was stopped while it ran) is validated again."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-KEPT, SKIPPED = "kept", "skipped"
+KEPT, SKIPPED, INTERRUPTED = "kept", "skipped", "interrupted"  # interrupted: not done (the next run validates it)
 
 
 def state_path(output: Path) -> Path:
@@ -31,7 +32,7 @@ class MiningState:
                     self.records[record["commit"]] = record
 
     def done(self, commit: str) -> bool:
-        return commit in self.records
+        return commit in self.records and self.records[commit].get("status") != INTERRUPTED
 
     def add(self, record: dict[str, Any]) -> None:
         """Append one record durably (written and fsynced before this returns)."""
@@ -50,6 +51,9 @@ class MiningState:
 
     def kept(self) -> list[dict[str, Any]]:
         return [record["row"] for record in self.records.values() if record.get("status") == KEPT]
+
+    def interrupted(self) -> list[str]:
+        return [commit for commit, record in self.records.items() if record.get("status") == INTERRUPTED]
 
     def skipped(self) -> list[dict[str, Any]]:
         return [record for record in self.records.values() if record.get("status") == SKIPPED]

@@ -36,7 +36,7 @@ REASONS = {  # the subject of each commit after the first -> why it is skipped (
     "More tests": "no source change (tests only)",
     "Add sub: return a - b  # subtract b from a": None,  # a candidate; its statement leaks the fix
     "Logo": "binary file changed: logo.bin",
-    "Latin-1": "non-UTF-8 patch",
+    "Latin-1": "non-UTF-8 patch: names.py",
     "Lock": "lockfile-only",
 }
 
