@@ -60,3 +60,36 @@ def judge_says(answer: str, base: Callable[[str], ScriptedModel]) -> Callable[[s
         return {"role": "assistant", "content": answer if "Answer with one letter, A or B" in prompt else "YES"}
 
     return lambda name: conversational(decide) if name == "judge" else base(name)
+
+
+# Fixes per repository for the CLI's scripted backend: (path, the buggy text, a wrong fix, the right fix)
+FIXES = {"cart": (CART, BUGGY, WRONG, RIGHT),
+         "calc": ("calc.py", "    return a - b\n", "    return b - a\n", "    return a + b\n")}
+SITECUSTOMIZE = ("import codeagent.models as models\n\n"
+                 "models.BACKENDS['script'] = 'tests.support.tts:backend'  # the tests' scripted models\n")
+
+
+def backend(spec: str, **_options) -> ScriptedModel:
+    """`--model script:cart|calc` (registered by a sitecustomize.py the CLI tests put on PYTHONPATH, so
+    that spawned eval workers have it too): from the issue alone the wrong fix first and the right one
+    after, the right one once shown earlier attempts, a submit mid-conversation; YES to the judge and A in
+    a tournament's match."""
+    path, buggy, wrong, right = FIXES[spec]
+    fresh = itertools.count()
+    lock = threading.Lock()
+
+    def decide(messages: list[dict]) -> dict:
+        last = str(messages[-1].get("content") or "")
+        if "Answer with one letter, A or B" in last:
+            return {"role": "assistant", "content": "A"}
+        if "YES or NO" in last:
+            return {"role": "assistant", "content": "YES"}
+        if assistant_turns(messages):
+            return turn("submit")
+        first = next(str(m["content"]) for m in messages if m["role"] == "user")
+        with lock:
+            number = next(fresh)
+        better = "Earlier attempts" in first or number > 0
+        return turn("editor", command="str_replace", path=path, old_str=buggy, new_str=right if better else wrong)
+
+    return ScriptedModel([decide] * 200, name=f"script:{spec}")
