@@ -64,7 +64,13 @@ def judge_says(answer: str, base: Callable[[str], ScriptedModel]) -> Callable[[s
 
 # Fixes per repository for the CLI's scripted backend: (path, the buggy text, a wrong fix, the right fix)
 FIXES = {"cart": (CART, BUGGY, WRONG, RIGHT),
-         "calc": ("calc.py", "    return a - b\n", "    return b - a\n", "    return a + b\n")}
+         "calc": ("calc.py", "    return a - b\n", "    return b - a\n", "    return a + b\n"),
+         # pallets/flask at SWE-bench Lite's pallets__flask-4045 (a blueprint's name must not hold a dot):
+         # bench/tts_cli_e2e.sh's run on a real repository
+         "flask": ("src/flask/blueprints.py", "        self.name = name\n",
+                   "        assert \".\" not in name\n        self.name = name\n",
+                   "        if \".\" in name:\n            raise ValueError(\"'name' may not contain a dot '.' character.\")\n"
+                   "        self.name = name\n")}
 SITECUSTOMIZE = ("import codeagent.models as models\n\n"
                  "models.BACKENDS['script'] = 'tests.support.tts:backend'  # the tests' scripted models\n")
 
