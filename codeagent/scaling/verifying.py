@@ -1,7 +1,10 @@
 """The configured verifiers of one task, run on candidates as they come (a round of evolution, a wave of
 the search): what is the same for every candidate (the test command, the regression baseline, the
 reproduction test) is found once, on the first call, and kept; a patch verified once is not verified
-again (its scores and verdicts are copied: a judge's tokens are spent once per distinct patch).
+again (its scores and verdicts are copied: a judge's tokens are spent once per distinct patch). For a
+SWE-bench-style task the harness's regression suite is prepared on the first call, its relevant test files
+chosen from that call's patches (regression.py): a later round's patch that touches other modules is run
+against those.
 
     verifier = Verifier(task, config, sandbox_factory, build_model)
     verifier(round_one)          # scores[...] and details[...] on each usable candidate, in place

@@ -35,7 +35,7 @@ class SearchPanel(Static):
             self.reset()
             return
         if isinstance(event, SearchProgress):
-            if event.method == "sample" and not event.done and self.progress is None:
+            if event.method == "sample":
                 return  # side-by-side sampling: the candidates panel shows it all
             self.progress = event
             self.add_class("-shown")
