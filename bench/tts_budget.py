@@ -107,6 +107,7 @@ class PairCache:
 
 
 def sample_task(task, policy, store: Path, runs: int, pairs: PairCache) -> dict:
+    from codeagent.sandbox.pool import WarmPool
     from codeagent.scaling.budget import Budget, Metered
     from codeagent.scaling.judge import judge
     from codeagent.scaling.pipeline import scale
@@ -115,7 +116,8 @@ def sample_task(task, policy, store: Path, runs: int, pairs: PairCache) -> dict:
 
     hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
     config = base_config(store, candidates=runs)
-    result = scale(hidden, config, factory(task), model_factory=lambda name: policy)
+    with WarmPool(factory(task), ready=1) as sandboxes:  # the next sandbox starts while the model writes
+        result = scale(hidden, config, sandboxes, model_factory=lambda name: policy)
     candidates = sorted(result.candidates, key=lambda c: c.index)
     judged: dict[str, dict] = {}
     for candidate in candidates:
@@ -137,12 +139,14 @@ def sample_task(task, policy, store: Path, runs: int, pairs: PairCache) -> dict:
 
 
 def method_task(task, policy, store: Path, method: str, budget: int) -> dict:
+    from codeagent.sandbox.pool import WarmPool
     from codeagent.scaling.pipeline import scale
 
     hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
     extra = {"population": 2, "parents": 2} if method == "evolve" else {"exploration": 1.0}
     config = base_config(store, tts=method, budget_tokens=budget, **extra)
-    result = scale(hidden, config, factory(task), model_factory=lambda name: policy)
+    with WarmPool(factory(task), ready=1) as sandboxes:
+        result = scale(hidden, config, sandboxes, model_factory=lambda name: policy)
     return {"candidates": [c.model_dump(mode="json") for c in sorted(result.candidates, key=lambda c: c.index)],
             "budget": result.budget}
 
