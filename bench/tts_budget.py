@@ -62,8 +62,11 @@ def digest(patch: str) -> str:
 def base_config(store: Path, **scaling):
     from codeagent.train.toy import toy_config
 
+    # every run at the temperature the policy was trained and evaluated at (the default schedule starts at 0.0:
+    # greedy, this policy writes a broken tool call)
     return toy_config(trajectories_dir=str(store), limits={"max_seconds": 300},
-                      scaling={"max_parallel": 1, "verifiers": ["regression"], "policy": "hybrid", **scaling})
+                      scaling={"max_parallel": 1, "verifiers": ["regression"], "policy": "hybrid",
+                               "temperatures": [1.0], **scaling})
 
 
 def factory(task):
@@ -71,6 +74,12 @@ def factory(task):
 
     snap = snapshot(task.repo, task.base_commit)
     return lambda: open_sandbox(snap)
+
+
+def hide(task):
+    """The task as the agent and the verifiers get it: no hidden test, no gold patch, and no test command (it
+    names the hidden test file; the toy repositories have no test of their own for the regression verifier)."""
+    return task.model_copy(update={"test_patch": None, "gold_patch": None, "test_command": None})
 
 
 class PairCache:
@@ -114,7 +123,7 @@ def sample_task(task, policy, store: Path, runs: int, pairs: PairCache) -> dict:
     from codeagent.scaling.selection import select
     from codeagent.scaling.types import Candidate
 
-    hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
+    hidden = hide(task)
     config = base_config(store, candidates=runs)
     with WarmPool(factory(task), ready=1) as sandboxes:  # the next sandbox starts while the model writes
         result = scale(hidden, config, sandboxes, model_factory=lambda name: policy)
@@ -142,7 +151,7 @@ def method_task(task, policy, store: Path, method: str, budget: int) -> dict:
     from codeagent.sandbox.pool import WarmPool
     from codeagent.scaling.pipeline import scale
 
-    hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
+    hidden = hide(task)
     extra = {"population": 2, "parents": 2} if method == "evolve" else {"exploration": 1.0}
     config = base_config(store, tts=method, budget_tokens=budget, **extra)
     with WarmPool(factory(task), ready=1) as sandboxes:
