@@ -44,6 +44,11 @@ class Scaling:
     budget: Budget
     events: EventBus
 
+    def finished(self, pool: list[Candidate]) -> None:
+        """The method has stopped: the last progress report says why."""
+        why = self.budget.exhausted or agreement(pool, self.config.scaling.agree) or "done"
+        self.progress(-1, f"{self.runner.method} stopped: {why}; {len(pool)} candidate(s)", pool, done=True)
+
     def progress(self, round_: int, note: str, pool: list[Candidate], done: bool = False) -> None:
         worth = values(pool)
         nodes = [{"index": c.index, "round": c.round, "parents": c.parents, "status": c.exit_status or "",
@@ -119,14 +124,3 @@ def choosable(pool: list[Candidate]) -> list[Candidate]:
     independent candidate also wrote (it would be a second vote for it)."""
     decided = {key(c) for c in independent(pool)}
     return [c for c in pool if not (c.details.get("inherited") and key(c) in decided)]
-
-
-def run_method(scaling: Scaling) -> list[Candidate]:
-    from .evolve import evolve
-    from .search import search
-
-    method = {"sample": sample, "evolve": evolve, "search": search}[scaling.runner.method]
-    pool = method(scaling)
-    why = scaling.budget.exhausted or agreement(pool, scaling.config.scaling.agree) or "done"
-    scaling.progress(-1, f"{scaling.runner.method} stopped: {why}; {len(pool)} candidate(s)", pool, done=True)
-    return pool

@@ -13,13 +13,13 @@ from typing import Any
 
 from ..config import Config
 from ..events import CandidateScored, EventBus, SelectionMade
-from ..harness.log_parsers import parse_log
 from ..sandbox.restore import restore_patch
 from ..task import Task
 from ..trajectory.store import TrajectoryError, TrajectoryStore
 from .budget import Budget, Metered
 from .candidates import ModelFactory, SandboxFactory, default_model_factory
 from .types import Candidate, Selection
+from .verifying import _has_environment, _test_command, regression_by_command  # noqa: F401 - tests import them here
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,10 @@ def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events
     another thread ends the method early), verified, one selected by config.scaling.policy."""
     from ..patches.base import git_reader
     from ..sandbox.workspace import snapshot
-    from .methods import Scaling, choosable, run_method, values
+    from .evolve import evolve
+    from .methods import Scaling, choosable, sample, values
     from .runs import Runner
+    from .search import search
     from .selection import select
     from .verifying import Verifier
 
@@ -56,8 +58,9 @@ def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events
 
     runner = Runner(task, config, sandbox_factory, plain, budget, events, method=config.scaling.tts,
                     localization=localization)
-    candidates = run_method(Scaling(task, config, runner, Verifier(task, config, sandbox_factory, build_model),
-                                    budget, events))
+    scaling = Scaling(task, config, runner, Verifier(task, config, sandbox_factory, build_model), budget, events)
+    candidates = {"sample": sample, "evolve": evolve, "search": search}[config.scaling.tts](scaling)
+    scaling.finished(candidates)
     if config.scaling.tts == "sample":
         for _attempt in range(max(0, config.scaling.attempts - 1)):
             if not retry_failed(task, config, candidates, sandbox_factory, build_model, events):
@@ -94,75 +97,6 @@ def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_fact
     from .verifying import Verifier
 
     Verifier(task, config, sandbox_factory, build_model)(candidates)
-
-
-def _test_command(task: Task, config: Config) -> tuple[str | None, str, str]:
-    """The regression tests' command, the log parser that reads its output and where they come from:
-    scaling.test_command, the task's own, or (a repository with no environment spec) pytest when the
-    repository's files say so, else the repository's own test report (its toolchain's: go test -json...)."""
-    if config.scaling.test_command:
-        return config.scaling.test_command, "pytest", "scaling.test_command"
-    if task.test_command:
-        return task.test_command, str(task.extra.get("log_parser") or "pytest"), "the task's test_command"
-    if _has_environment(task):
-        return None, "", ""
-    from ..harness.env_toolchain import test_report
-    from ..sandbox.workspace import snapshot
-    from .test_command import detect_in_git
-
-    snap = snapshot(task.repo, task.base_commit)
-    found = detect_in_git(str(snap.git_dir), snap.commit)
-    if found:
-        return found[0], "pytest", found[1]
-    report = test_report(snap)
-    if report is None:
-        return None, "", ""
-    return report.command, report.log_parser, f"the repository's {report.language} tests, read as {report.log_parser}"
-
-
-def _has_environment(task: Task) -> bool:
-    from ..harness.specs import SpecError, spec_for
-
-    try:
-        spec_for(task)
-        return True
-    except SpecError:
-        return False
-
-
-def regression_by_command(command: str, candidates: list[Candidate], sandbox_factory: SandboxFactory,
-                          timeout: float, source: str = "", log_parser: str = "pytest",
-                          baseline: set[str] | None = None) -> set[str]:
-    """Run the tests on the original code (unless `baseline` gives what passed there), then on each
-    candidate: scores["regression"] is the share of the originally passing tests that still pass.
-    Results are read by `log_parser` (pytest's -rA report: added to a pytest command that lacks it).
-    Returns the baseline."""
-
-    if log_parser == "pytest" and "pytest" in command and "-rA" not in command.split():
-        command = f"{command} -rA"
-
-    from .test_command import run_report
-
-    if baseline is None:
-        with sandbox_factory() as sandbox:
-            baseline = _passing(run_report(sandbox, command, timeout), log_parser)
-    for candidate in candidates:
-        with sandbox_factory() as sandbox:
-            try:
-                restore_patch(sandbox, candidate.patch)
-            except Exception as exc:
-                candidate.details["discarded"] = f"the patch does not apply: {exc}"
-                continue
-            after = _passing(run_report(sandbox, command, timeout), log_parser)
-        broken = sorted(baseline - after)
-        candidate.scores["regression"] = round(1.0 - len(broken) / len(baseline), 4) if baseline else 1.0
-        candidate.details["regression"] = {"tests": len(baseline), "broken": broken[:20],
-                                           "command": f"{command}" + (f" ({source})" if source else "")}
-    return baseline
-
-
-def _passing(output: str, log_parser: str = "pytest") -> set[str]:
-    return {test for test, status in parse_log(log_parser, output).items() if status in ("PASSED", "XFAIL")}
 
 
 def retry_failed(task: Task, config: Config, candidates: list[Candidate], sandbox_factory: SandboxFactory,

@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..harness.log_parsers import parse_log
+from ..sandbox.restore import restore_patch
 from ..task import Task
 from .candidates import ModelFactory, SandboxFactory
 from .types import Candidate
@@ -56,8 +58,6 @@ class Verifier:
     def _verify(self, usable: list[Candidate], every: list[Candidate]) -> None:
         """Verify the distinct patches `usable`; `every`: them and their copies (the harness's regression
         runs each patch once and counts every copy in its consensus)."""
-        from .pipeline import _has_environment, _test_command, regression_by_command
-
         wanted = set(self.config.scaling.verifiers)
         if not usable:
             return
@@ -89,3 +89,72 @@ class Verifier:
 
             judge(self.build_model(self.config.scaling.judge_model or self.config.model.name or ""),
                   self.task.problem_statement, usable, prompts_dir=self.config.agent.prompts_dir)
+
+
+def _test_command(task: Task, config: Config) -> tuple[str | None, str, str]:
+    """The regression tests' command, the log parser that reads its output and where they come from:
+    scaling.test_command, the task's own, or (a repository with no environment spec) pytest when the
+    repository's files say so, else the repository's own test report (its toolchain's: go test -json...)."""
+    if config.scaling.test_command:
+        return config.scaling.test_command, "pytest", "scaling.test_command"
+    if task.test_command:
+        return task.test_command, str(task.extra.get("log_parser") or "pytest"), "the task's test_command"
+    if _has_environment(task):
+        return None, "", ""
+    from ..harness.env_toolchain import test_report
+    from ..sandbox.workspace import snapshot
+    from .test_command import detect_in_git
+
+    snap = snapshot(task.repo, task.base_commit)
+    found = detect_in_git(str(snap.git_dir), snap.commit)
+    if found:
+        return found[0], "pytest", found[1]
+    report = test_report(snap)
+    if report is None:
+        return None, "", ""
+    return report.command, report.log_parser, f"the repository's {report.language} tests, read as {report.log_parser}"
+
+
+def _has_environment(task: Task) -> bool:
+    from ..harness.specs import SpecError, spec_for
+
+    try:
+        spec_for(task)
+        return True
+    except SpecError:
+        return False
+
+
+def regression_by_command(command: str, candidates: list[Candidate], sandbox_factory: SandboxFactory,
+                          timeout: float, source: str = "", log_parser: str = "pytest",
+                          baseline: set[str] | None = None) -> set[str]:
+    """Run the tests on the original code (unless `baseline` gives what passed there), then on each
+    candidate: scores["regression"] is the share of the originally passing tests that still pass.
+    Results are read by `log_parser` (pytest's -rA report: added to a pytest command that lacks it).
+    Returns the baseline."""
+
+    if log_parser == "pytest" and "pytest" in command and "-rA" not in command.split():
+        command = f"{command} -rA"
+
+    from .test_command import run_report
+
+    if baseline is None:
+        with sandbox_factory() as sandbox:
+            baseline = _passing(run_report(sandbox, command, timeout), log_parser)
+    for candidate in candidates:
+        with sandbox_factory() as sandbox:
+            try:
+                restore_patch(sandbox, candidate.patch)
+            except Exception as exc:
+                candidate.details["discarded"] = f"the patch does not apply: {exc}"
+                continue
+            after = _passing(run_report(sandbox, command, timeout), log_parser)
+        broken = sorted(baseline - after)
+        candidate.scores["regression"] = round(1.0 - len(broken) / len(baseline), 4) if baseline else 1.0
+        candidate.details["regression"] = {"tests": len(baseline), "broken": broken[:20],
+                                           "command": f"{command}" + (f" ({source})" if source else "")}
+    return baseline
+
+
+def _passing(output: str, log_parser: str = "pytest") -> set[str]:
+    return {test for test, status in parse_log(log_parser, output).items() if status in ("PASSED", "XFAIL")}
