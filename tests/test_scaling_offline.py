@@ -45,7 +45,9 @@ def test_numbers_on_a_constructed_set(tmp_path):
     assert result["random_expected"]["rate"] == round((2 / 3 + 1 / 4 + 0) / 3, 4)
     policies = result["policies"]
     assert policies["vote"]["best_at_n"] == 1 and policies["tests"]["best_at_n"] == 2
-    assert policies["hybrid"] == {"best_at_n": 2, "rate": round(2 / 3, 4), "of_pass_at_n": 1.0}
+    assert policies["hybrid"] == {"best_at_n": 2, "rate": round(2 / 3, 4), "of_pass_at_n": 1.0, "of_gap": 1.0}
+    pass_1 = 2 / 3 + 1 / 4 + 0  # summed over the instances: vote closes (1 - pass_1) / (2 - pass_1) of the gap
+    assert policies["vote"]["of_gap"] == round((1 - pass_1) / (2 - pass_1), 4)
     trap = next(row for row in result["per_instance"] if row["instance_id"] == "trap")
     assert trap["policies"]["vote"]["chosen"] == 0 and trap["policies"]["hybrid"]["chosen"] == 3
     assert trap["usable"] == 4 and trap["classes"] == 2

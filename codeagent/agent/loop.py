@@ -117,10 +117,14 @@ class Agent(Stepping):
 
     def _run(self, task: Task, sandbox: Sandbox, *, localization: str = "", group_id: str | None = None,
              candidate_index: int | None = None, replay: bool = False, resume: Trajectory | None = None,
-             follow_up: str | None = None, instance_prompt: str | None = None) -> RunResult:
+             follow_up: str | None = None, instance_prompt: str | None = None, prefix: list[dict] | None = None,
+             lineage: dict | None = None) -> RunResult:
         """Run until submit or a limit. With `resume`, continue that trajectory's conversation (the
         caller gives a sandbox in which its patch is applied) with `follow_up` as the next user turn.
-        `instance_prompt` replaces the rendered first user message (other jobs than a fix: tests...)."""
+        `instance_prompt` replaces the rendered first user message (other jobs than a fix: tests...).
+        `prefix`: a new trajectory that starts from these messages of another run (a search branch; the
+        caller gives a sandbox in the state they left); `lineage`: header fields saying how the run relates
+        to others (tts, round, parents, branch_messages)."""
         config = self.config
         started = time.monotonic()
         self._deadline = started + config.limits.max_seconds
@@ -131,8 +135,8 @@ class Agent(Stepping):
         self._instructions = read_instructions(sandbox)  # kept in the context, even when it is elided
         self._load_skills(task)
         if resume is None:
-            messages = self._initial_messages(task, sandbox, localization)
-            if instance_prompt is not None:
+            messages = [dict(m) for m in prefix] if prefix else self._initial_messages(task, sandbox, localization)
+            if instance_prompt is not None and not prefix:
                 messages[-1] = {"role": "user", "content": instance_prompt}
             writer = self.store.create(task=task.model_dump(exclude_none=True), config=config.recorded(),
                                        model=self.model.name, api_base=_api_base(self.model),
@@ -140,7 +144,7 @@ class Agent(Stepping):
                                        tools=self.tools.specs(), messages=messages, group_id=group_id,
                                        candidate_index=candidate_index, on_error=self.warn,
                                        parent_id=self.parent_run[0] if self.parent_run else None,
-                                       parent_step=self.parent_run[1] if self.parent_run else None)
+                                       parent_step=self.parent_run[1] if self.parent_run else None, **(lineage or {}))
         else:
             messages = list(resume.messages)
             writer = self.store.open(resume.id, on_error=self.warn)
@@ -163,12 +167,13 @@ class Agent(Stepping):
         self._subagents = Subagents(self, task, run_id, emit) if "subagent" in self.tools.tools else None
         context.state["subagents"] = self._subagents
         self.context = context
-        state = RunState(steps=len(resume.steps) if resume else 0, cost=(resume.totals.cost or 0.0) if resume else 0.0,
+        earlier = len(resume.steps) if resume else sum(m.get("role") == "assistant" for m in prefix or [])
+        state = RunState(steps=earlier, cost=(resume.totals.cost or 0.0) if resume else 0.0,
                           patch=(resume.patch or "") if resume else "")
         status, message = ExitStatus.INTERRUPTED, ""
         earlier = len(messages)  # the replies of this run come after these
         try:
-            if resume is None:
+            if resume is None and not prefix:
                 self._start_hooks(instance_prompt or task.problem_statement, messages, writer)
             while True:
                 self._check_limits(state, started)

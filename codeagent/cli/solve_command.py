@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..run.scaling_flags import scaling_options, scaling_overrides
 from . import _user_errors, cli
 from .headless import solve_headless
 from .issue import absolute_if_local, attach_images, read_issue_file, task_from_flags
@@ -37,6 +38,7 @@ from .issue import absolute_if_local, attach_images, read_issue_file, task_from_
               help="Continue a session (a trajectory id; alone: this repository's latest); --issue gives the follow-up.")
 @click.option("--last", "last_session", is_flag=True, help="Same as --resume alone.")
 @click.option("--candidates", type=int, help="Sample N solutions in parallel and pick one with verifiers.")
+@scaling_options
 @click.option("--approval-mode", type=click.Choice(["suggest", "auto-edit", "full-auto"]), default="suggest",
               show_default=True, help="TUI: ask before commands and edits, before commands only, or never.")
 @click.option("--mode", "work_mode", type=click.Choice(["normal", "plan"]), help="plan: read-only tools, the agent "
@@ -46,7 +48,7 @@ from .issue import absolute_if_local, attach_images, read_issue_file, task_from_
 @click.pass_context
 def solve(ctx, repo, issue_text, issue_file, example, commit, model_name, api_base, sandbox_kind, headless, as_json,
           json_deltas, apply_patch, config_file, trust, settings, session, last_session, candidates, approval_mode,
-          work_mode, images, write_through) -> None:
+          work_mode, images, write_through, tts, select_policy, budget_tokens) -> None:
     """Resolve an issue in a repository; the result is a patch (and a trajectory).
 
     In a terminal this opens the interactive TUI (type the issue there); --headless or no terminal prints
@@ -69,7 +71,8 @@ def solve(ctx, repo, issue_text, issue_file, example, commit, model_name, api_ba
     try:
         overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
                                    sandbox__kind=sandbox_kind, scaling__candidates=candidates, agent__mode=work_mode,
-                                   agent__write_through=True if write_through else None)
+                                   agent__write_through=True if write_through else None,
+                                   **scaling_overrides(tts, select_policy, budget_tokens))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
     with _user_errors(ConfigError, ModelConfigError, TrajectoryError):

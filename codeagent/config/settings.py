@@ -103,11 +103,21 @@ class ScalingSettings(_Section):
     seeds: list[int] = []  # cycled; empty: no seed
     models: list[str] = []  # cycled; empty: the configured model
     verifiers: list[Literal["regression", "reproduction", "judge"]] = ["regression", "reproduction", "judge"]
-    policy: Literal["hybrid", "vote", "judge", "tests", "random"] = "hybrid"
+    policy: Literal["hybrid", "vote", "judge", "tests", "random", "tournament"] = "hybrid"
     top_k: Positive = 3  # hybrid: how many the judge keeps before the tests decide
     judge_model: str | None = None  # default: the configured model
     attempts: Positive = 1  # serial scaling: >1 lets a candidate that fails verification try again
     test_command: str | None = None  # regression tests for `solve` (default: the task's own)
+    # How the candidates come about (scaling/methods.py): sampled side by side, evolved in rounds, or grown as a
+    # search tree; all under one budget: generated tokens and/or model calls (steps) of every model call the
+    # method makes (runs, judges); neither set: `candidates` runs.
+    tts: Literal["sample", "evolve", "search"] = "sample"
+    budget_tokens: Positive | None = None
+    budget_steps: Positive | None = None
+    population: Positive = 4  # evolve: runs per round
+    parents: Positive = 2  # evolve: the best distinct candidates a round shows the next one
+    exploration: float = Field(1.0, ge=0)  # search: the UCT constant (0: always the best-valued state)
+    agree: int = Field(0, ge=0)  # stop early once this many independent candidates agree and pass (0: never)
 
 
 class McpServer(_Section):

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ..run.scaling_flags import scaling_options, scaling_overrides
+
 
 def _executor_options(command):
     command = click.option("--prebuild", is_flag=True, help="Build every instance image the batch needs first "
@@ -127,10 +129,12 @@ def grade(dataset, instances, regex, repo_filter, slice_, repos, workers, output
 @click.option("--config", "config_file", help="A config file (YAML).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override a setting.")
 @click.option("--candidates", type=int, help="N candidates per task; reports Pass@1, Pass@N and Best@N per policy.")
+@scaling_options
 @_image_options
 @_executor_options
 def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, model_name, api_base, config_file,
-        settings, candidates, image_source, namespace, registry, executor_kind, ray_address, prebuild) -> None:
+        settings, candidates, image_source, namespace, registry, executor_kind, ray_address, prebuild, tts,
+        select_policy, budget_tokens) -> None:
     """Run the agent on each task in its own sandbox, then grade its patch. Resumable."""
     from ..config import ConfigError, flag_overrides, load_config
     from ..executors.ray_executor import RayUnavailable
@@ -143,7 +147,8 @@ def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, 
     with _errors(ConfigError, ModelConfigError, RayUnavailable):
         overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
                                    scaling__candidates=candidates, images__source=image_source,
-                                   images__namespace=namespace, images__registry=registry)
+                                   images__namespace=namespace, images__registry=registry,
+                                   **scaling_overrides(tts, select_policy, budget_tokens))
         config = load_config(None, config_file, overrides)
         if not config.model.name:
             raise ModelConfigError("no model configured: pass --model (or set model.name in a config file)")

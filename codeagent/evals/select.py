@@ -19,11 +19,15 @@ from ..scaling.selection import POLICIES
               help="A policy to measure (repeatable; default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random policy.")
 @click.option("--top-k", type=int, default=3, show_default=True, help="The judge's shortlist in hybrid.")
-@click.option("--dataset", help="With --repos: normalize patches against each instance's base tree.")
+@click.option("--dataset", help="The instances' dataset: their issues (what a tournament's judge reads); with "
+              "--repos, patches are also normalized against each instance's base tree.")
+@click.option("--judge-model", help="The tournament's pairwise judge (a model spec: hf:PATH, a litellm id...); "
+              "without it the tournament is the hybrid order.")
 @click.option("--repos", type=click.Path(file_okay=False), help="Local mirrors: DIR/owner/name git repositories.")
 @click.option("--per-instance", is_flag=True, help="Also print a row per instance.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the numbers as JSON here.")
-def select_command(candidates_file, policies, seed, top_k, dataset, repos, per_instance, json_out) -> None:
+def select_command(candidates_file, policies, seed, top_k, dataset, judge_model, repos, per_instance,
+                   json_out) -> None:
     """Re-run selection over stored candidates with known outcomes: Best@N per policy vs Pass@N."""
     try:
         groups = load_candidates(candidates_file)
@@ -31,26 +35,46 @@ def select_command(candidates_file, policies, seed, top_k, dataset, repos, per_i
         raise click.ClickException(str(exc)) from None
     if not groups:
         raise click.ClickException(f"{candidates_file} holds no candidate")
-    readers = None
-    if bool(dataset) != bool(repos):
+    readers, issues, pair_judge = None, None, None
+    if repos and not dataset:
         raise click.UsageError("--dataset and --repos go together")
     if dataset:
-        readers = _readers(dataset, repos, list(groups))
-    result = evaluate(groups, policies or DEFAULT_POLICIES, seed=seed, readers=readers, top_k=top_k)
+        tasks = _tasks(dataset, list(groups))
+        issues = {task.instance_id: task.problem_statement for task in tasks}
+        readers = _readers(tasks, repos) if repos else None
+    if judge_model:
+        pair_judge = _pair_judge(judge_model)
+    result = evaluate(groups, policies or DEFAULT_POLICIES, seed=seed, readers=readers, top_k=top_k, issues=issues,
+                      pair_judge=pair_judge)
     print_report(result, per_instance=per_instance)
     if json_out:
         Path(json_out).write_text(json.dumps(result, indent=2))
 
 
-def _readers(dataset: str, repos: str, instance_ids: list[str]) -> dict[str, Callable]:
+def _tasks(dataset: str, instance_ids: list[str]) -> list:
     from ..data import DatasetError, load_tasks
+
+    try:
+        return load_tasks(dataset, instance_ids=instance_ids)
+    except DatasetError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _pair_judge(spec: str):
+    from ..models import ModelConfigError, make_model
+    from ..scaling.tournament import ModelPairJudge
+
+    try:
+        return ModelPairJudge(make_model(spec))
+    except ModelConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _readers(tasks: list, repos: str) -> dict[str, Callable]:
+    from ..data import DatasetError
     from ..data.swebench import repo_under
     from ..patches.base import git_reader
 
-    try:
-        tasks = load_tasks(dataset, instance_ids=instance_ids)
-    except DatasetError as exc:
-        raise click.ClickException(str(exc)) from None
     readers = {}
     for task in tasks:
         try:

@@ -165,6 +165,13 @@ class ProgressPrinter:
         self.console.print(visible(f"candidate {event.index}: {event.exit_status} · {files} file(s) +{added} "
                                    f"-{removed} · {scores}{tests}{discarded}"), markup=False)
 
+    def _on_search_progress(self, event) -> None:  # scaling/progress.py: a round of evolution, a wave of search
+        budget, best = event.budget, max(event.nodes, key=lambda node: node["value"], default=None)
+        spent = f"{budget['spent_tokens']}" + (f"/{budget['tokens']}" if budget.get("tokens") else "")
+        top = f" · best so far: candidate {best['index']} (value {best['value']:.2f})" if best else ""
+        self.console.print(visible(f"{event.method} · {event.note}{top} · {spent} tokens generated"),
+                           style="bold" if event.done else "", markup=False)
+
     def _on_selection_made(self, event: SelectionMade) -> None:
         if event.chosen is None:
             self.console.print(f"[bold red]no usable candidate[/] ({event.policy}): {escape(visible(event.why))}")

@@ -17,6 +17,7 @@ from ..models import Model, ReplayModel, ScriptedModel, model_from_settings
 from ..sandbox import open_sandbox, sandbox_options, snapshot
 from ..sandbox.pool import WarmPool
 from ..sandbox.restore import restore_patch
+from ..scaling.budget import Budget
 from ..scaling.candidates import SandboxFactory
 from ..scaling.pipeline import ScalingResult, scale
 from ..status import ExitStatus
@@ -104,23 +105,27 @@ def localization_hint(task: Task, config: Config, k: int = 5) -> str:
 
 
 def samples_candidates(config: Config, resume: Trajectory | None = None) -> bool:
-    """The one rule every front end follows: several candidates when configured, except when a
-    session is continued (a follow-up continues the one chosen trajectory)."""
-    return config.scaling.candidates > 1 and resume is None
+    """The one rule every front end follows: several candidates when configured (more than one, a method
+    other than sampling, or a token/step budget), except when a session is continued (a follow-up
+    continues the one chosen trajectory)."""
+    scaling = config.scaling
+    wanted = scaling.candidates > 1 or scaling.tts != "sample" or bool(scaling.budget_tokens or scaling.budget_steps)
+    return wanted and resume is None
 
 
 def solve(task: Task, config: Config, model: Model, events: EventBus | None = None, *, replay: bool = False,
           resume: Trajectory | None = None, follow_up: str | None = None,
           sandbox_factory: SandboxFactory | None = None, localize: bool = True,
           answers: bool = False, check: ModelCheck | None = None,
-          history: Callable[[str], None] | None = None) -> SolveOutcome:
+          history: Callable[[str], None] | None = None, budget: Budget | None = None) -> SolveOutcome:
     """Solve the task: one agent run, or config.scaling.candidates runs verified and one selected.
     `sandbox_factory` opens each sandbox (default: from config.sandbox on the task's repository);
     with candidates, through a warm pool of it. `answers`: someone reads the reply (`solve`, not a
     batch): one run's plain reply without a tool call is an answer (`answered`), not a format error.
     `check`: the model's check, started earlier (default: started now); the first sandbox starts while it
     runs, and is removed if the check fails. `history(line)`: one run gets the repository's history in its
-    sandbox (run/history.py) and the line says what was given; None (eval, training): sealed."""
+    sandbox (run/history.py) and the line says what was given; None (eval, training): sealed. `budget`: the
+    candidates' (default: from config.scaling); `budget.stop()` from another thread ends the method early."""
     events = events or EventBus()
     check = check or ModelCheck(model)
     prepared = None
@@ -136,10 +141,11 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
     if samples_candidates(config, resume):
         # the next sandboxes start while the model thinks (the engine's start is the cost); the ones
         # nobody took (candidates and verifiers done) are removed on the way out
-        with WarmPool(sandbox_factory, ready=min(config.scaling.candidates, config.scaling.max_parallel)) as pool:
+        with WarmPool(sandbox_factory, ready=min(max(config.scaling.candidates, 2), config.scaling.max_parallel)) as pool:
             hint = localization_hint(task, config) if localize else ""
             check.wait()
-            return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint)
+            return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint,
+                                     budget=budget)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
                       follow_up=follow_up, localization=hint, answers=answers, check=check, history=history,
@@ -195,7 +201,8 @@ def load_session(config: Config, session: str, repo: str) -> Trajectory:
 
 
 def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus,
-                      sandbox_factory: SandboxFactory, *, replay: bool, localization: str) -> SolveOutcome:
+                      sandbox_factory: SandboxFactory, *, replay: bool, localization: str,
+                      budget: Budget | None = None) -> SolveOutcome:
     """config.scaling.candidates agent runs in parallel sandboxes; verifiers; the chosen patch."""
     if replay:  # a recording cannot write tests or judge: only the test suite verifies
         config = config.model_copy(update={"scaling": config.scaling.model_copy(update={"verifiers": ["regression"]})})
@@ -207,7 +214,8 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
             return copy.deepcopy(model)  # each candidate its own (a recording counts its turns)
         return model  # weights in this process (a local HF model) are shared: it serializes generation
 
-    result = scale(task, config, sandbox_factory, events=events, model_factory=build_model, localization=localization)
+    result = scale(task, config, sandbox_factory, events=events, model_factory=build_model, localization=localization,
+                   budget=budget)
     chosen = result.chosen
     store = TrajectoryStore(config.trajectory_root())
     if chosen is None:

@@ -8,7 +8,10 @@ selected candidate resolves) against:
 
 - Pass@N: some candidate resolves (the oracle: what a perfect selector would get),
 - Pass@1: the mean over all candidates of resolving (one sample, no selection),
-- random: the expected Best@N of picking uniformly among the usable candidates.
+- random: the expected Best@N of picking uniformly among the usable candidates;
+
+and the share of the gap between Pass@1 and Pass@N each policy closes ((Best@N - Pass@1) / (Pass@N - Pass@1)).
+`tournament` needs a judge (`pair_judge`, and `issues` for it to read); without one it is the hybrid order.
 
 A candidate whose outcome is unknown (`resolved` null) counts as not resolving, and is reported.
 """
@@ -53,11 +56,14 @@ def write_candidates(path: str | Path, groups: dict[str, list[Candidate]]) -> No
 
 
 def evaluate(groups: dict[str, list[Candidate]], policies: Sequence[str] = DEFAULT_POLICIES, *,
-             seed: int = 0, readers: dict[str, Callable] | None = None, **options: Any) -> dict[str, Any]:
-    """Best@N per policy against Pass@N, Pass@1 and the random expectation (see the module docstring).
+             seed: int = 0, readers: dict[str, Callable] | None = None, issues: dict[str, str] | None = None,
+             **options: Any) -> dict[str, Any]:
+    """Best@N per policy against Pass@N, Pass@1 and the random expectation (see the module docstring),
+    and the share of the Pass@1 -> Pass@N gap each policy closes.
 
     `readers`: instance_id -> read(path) of its base tree, for full normalization (else the stored
-    details["normalized"] keys, else the diff text). `options` go to `select` (top_k, stages)."""
+    details["normalized"] keys, else the diff text). `issues`: instance_id -> its problem statement (what a
+    tournament's judge reads). `options` go to `select` (top_k, stages, pair_judge)."""
     unknown_policies = [p for p in policies if p not in POLICIES]
     if unknown_policies:
         raise ValueError(f"unknown policy {unknown_policies}; choose from {', '.join(POLICIES)}")
@@ -75,7 +81,8 @@ def evaluate(groups: dict[str, list[Candidate]], policies: Sequence[str] = DEFAU
                                "policies": {}}
         first = None
         for policy in policies:
-            selection = select(candidates, policy, read=read, seed=seed, **options)
+            selection = select(candidates, policy, read=read, seed=seed, issue=(issues or {}).get(instance_id, ""),
+                               **options)
             if first is None:
                 first = selection
             won = selection.chosen is not None and outcome.get(selection.chosen, False)
@@ -102,7 +109,9 @@ def evaluate(groups: dict[str, list[Candidate]], policies: Sequence[str] = DEFAU
         "pass_at_1": rate(pass_1),
         "random_expected": {"count": round(expected_random, 2), "rate": rate(expected_random)},
         "policies": {policy: {"best_at_n": totals[policy], "rate": rate(totals[policy]),
-                              "of_pass_at_n": round(totals[policy] / pass_n, 4) if pass_n else 0.0}
+                              "of_pass_at_n": round(totals[policy] / pass_n, 4) if pass_n else 0.0,
+                              "of_gap": round((totals[policy] - pass_1) / (pass_n - pass_1), 4)
+                              if pass_n > pass_1 else 0.0}
                      for policy in policies},
         "per_instance": instances,
         "seed": seed,
@@ -121,8 +130,10 @@ def print_report(result: dict[str, Any], console=None, *, per_instance: bool = F
     table.add_column("Best@N", justify="right")
     table.add_column("rate", justify="right")
     table.add_column("of Pass@N", justify="right")
+    table.add_column("of the gap", justify="right")
     for policy, row in result["policies"].items():
-        table.add_row(policy, f"{row['best_at_n']}/{n}", f"{100 * row['rate']:.1f}%", f"{100 * row['of_pass_at_n']:.1f}%")
+        table.add_row(policy, f"{row['best_at_n']}/{n}", f"{100 * row['rate']:.1f}%", f"{100 * row['of_pass_at_n']:.1f}%",
+                      f"{100 * row.get('of_gap', 0.0):.1f}%")
     table.add_section()
     table.add_row("random (expected)", f"{result['random_expected']['count']:.2f}/{n}",
                   f"{100 * result['random_expected']['rate']:.1f}%", "")

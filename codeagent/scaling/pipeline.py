@@ -1,22 +1,25 @@
-"""Test-time scaling end to end: sample candidates, verify them, let a policy choose.
+"""Test-time scaling end to end: a method makes candidates under the budget, the verifiers score them, a
+policy chooses.
 
-    candidates (parallel agent runs) -> verifiers (regression, reproduction, judge; each optional,
-    each saved on the candidate and its trajectory) -> [serial retry of failed candidates] -> select
+    method (sample | evolve | search: methods.py; each verifies as it goes) -> [serial retry of failed
+    samples] -> scores saved on each trajectory -> select (a policy, or the tournament with a judge)
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import Config
 from ..events import CandidateScored, EventBus, SelectionMade
-from ..harness.log_parsers import parse_log
 from ..sandbox.restore import restore_patch
 from ..task import Task
 from ..trajectory.store import TrajectoryError, TrajectoryStore
-from .candidates import ModelFactory, SandboxFactory, default_model_factory, run_candidates
+from .budget import Budget, Metered
+from .candidates import ModelFactory, SandboxFactory, default_model_factory
 from .types import Candidate, Selection
+from .verifying import _has_environment, _test_command, regression_by_command  # noqa: F401 - tests import them here
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +28,7 @@ log = logging.getLogger(__name__)
 class ScalingResult:
     candidates: list[Candidate]
     selection: Selection
+    budget: dict[str, Any] = field(default_factory=dict)  # Budget.snapshot() at the end
 
     @property
     def chosen(self) -> Candidate | None:
@@ -32,24 +36,41 @@ class ScalingResult:
 
 
 def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events: EventBus | None = None,
-          model_factory: ModelFactory | None = None, localization: str = "") -> ScalingResult:
+          model_factory: ModelFactory | None = None, localization: str = "",
+          budget: Budget | None = None) -> ScalingResult:
+    """Candidates by config.scaling.tts under `budget` (default: from config.scaling; `Budget.stop` from
+    another thread ends the method early), verified, one selected by config.scaling.policy."""
     from ..patches.base import git_reader
     from ..sandbox.workspace import snapshot
+    from .evolve import evolve
+    from .methods import Scaling, choosable, sample, values
+    from .runs import Runner
+    from .search import search
     from .selection import select
+    from .verifying import Verifier
 
     events = events or EventBus()
-    build_model = model_factory or default_model_factory(config)
-    candidates = run_candidates(task, config, sandbox_factory, model_factory=build_model, events=events,
-                                localization=localization)
-    verify(task, config, candidates, sandbox_factory, build_model)
-    for _attempt in range(max(0, config.scaling.attempts - 1)):
-        if not retry_failed(task, config, candidates, sandbox_factory, build_model, events):
-            break
+    budget = budget or Budget.from_settings(config.scaling)
+    plain = model_factory or default_model_factory(config)
+
+    def build_model(name: str):  # the verifiers' and judges' calls are charged to the budget too
+        return Metered(plain(name), budget)
+
+    runner = Runner(task, config, sandbox_factory, plain, budget, events, method=config.scaling.tts,
+                    localization=localization)
+    scaling = Scaling(task, config, runner, Verifier(task, config, sandbox_factory, build_model), budget, events)
+    candidates = {"sample": sample, "evolve": evolve, "search": search}[config.scaling.tts](scaling)
+    scaling.finished(candidates)
+    if config.scaling.tts == "sample":
+        for _attempt in range(max(0, config.scaling.attempts - 1)):
+            if not retry_failed(task, config, candidates, sandbox_factory, build_model, events):
+                break
+    worth = values(candidates)
     store = TrajectoryStore(config.trajectory_root())
     for candidate in candidates:
         if candidate.trajectory_id:
             try:
-                store.add_verification(candidate.trajectory_id, {"scores": candidate.scores,
+                store.add_verification(candidate.trajectory_id, {"scores": candidate.scores, "value": worth[candidate.index],
                                                                  "verifier_details": candidate.details})
             except (TrajectoryError, OSError) as error:  # the store cannot hold it: the scores still select
                 log.warning("the scores of candidate %s are not recorded: %s", candidate.index, error)
@@ -57,108 +78,25 @@ def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events
                                     exit_status=candidate.exit_status or "", patch=candidate.patch,
                                     scores=candidate.scores, details=_short(candidate.details)))
     snap = snapshot(task.repo, task.base_commit)  # the base files, to normalize patches for votes
-    selection = select(candidates, config.scaling.policy, read=git_reader(snap.git_dir, snap.commit),
-                       top_k=config.scaling.top_k)
+    pair_judge = None
+    if config.scaling.policy == "tournament" and "judge" in config.scaling.verifiers:
+        from .tournament import ModelPairJudge
+
+        pair_judge = ModelPairJudge(build_model(config.scaling.judge_model or config.model.name or ""),
+                                    prompts_dir=config.agent.prompts_dir)
+    selection = select(choosable(candidates), config.scaling.policy, read=git_reader(snap.git_dir, snap.commit),
+                       top_k=config.scaling.top_k, pair_judge=pair_judge, issue=task.problem_statement)
     events.emit(SelectionMade(policy=selection.policy, chosen=selection.chosen, ranking=selection.ranking,
                               votes=selection.votes, why=selection.why))
-    return ScalingResult(candidates, selection)
+    return ScalingResult(candidates, selection, budget.snapshot())
 
 
 def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_factory: SandboxFactory,
            build_model: ModelFactory) -> None:
     """Run the configured verifiers; each writes scores[name] and details[name] on the candidates."""
-    wanted = set(config.scaling.verifiers)
-    usable = [c for c in candidates if c.usable]
-    if not usable:
-        return
-    if "regression" in wanted:
-        command, parser, source = _test_command(task, config)
-        if command:
-            regression_by_command(command, usable, sandbox_factory, config.limits.command_timeout, source=source,
-                                  log_parser=parser)
-        elif _has_environment(task):  # a SWE-bench-style task: the harness runs its existing tests
-            from .regression import score_candidates
+    from .verifying import Verifier
 
-            score_candidates(task, usable)
-    if "reproduction" in wanted:
-        from .reproduction import score_reproduction, write_reproduction
-
-        model = build_model(config.model.name or "")
-        source, what = write_reproduction(task, config, model, sandbox_factory)
-        for candidate in usable:
-            candidate.details["reproduction_test"] = what
-        if source is not None:
-            score_reproduction(source, usable, sandbox_factory, config.limits.command_timeout)
-    if "judge" in wanted:
-        from .judge import judge
-
-        judge(build_model(config.scaling.judge_model or config.model.name or ""), task.problem_statement, usable,
-              prompts_dir=config.agent.prompts_dir)
-
-
-def _test_command(task: Task, config: Config) -> tuple[str | None, str, str]:
-    """The regression tests' command, the log parser that reads its output and where they come from:
-    scaling.test_command, the task's own, or (a repository with no environment spec) pytest when the
-    repository's files say so, else the repository's own test report (its toolchain's: go test -json...)."""
-    if config.scaling.test_command:
-        return config.scaling.test_command, "pytest", "scaling.test_command"
-    if task.test_command:
-        return task.test_command, str(task.extra.get("log_parser") or "pytest"), "the task's test_command"
-    if _has_environment(task):
-        return None, "", ""
-    from ..harness.env_toolchain import test_report
-    from ..sandbox.workspace import snapshot
-    from .test_command import detect_in_git
-
-    snap = snapshot(task.repo, task.base_commit)
-    found = detect_in_git(str(snap.git_dir), snap.commit)
-    if found:
-        return found[0], "pytest", found[1]
-    report = test_report(snap)
-    if report is None:
-        return None, "", ""
-    return report.command, report.log_parser, f"the repository's {report.language} tests, read as {report.log_parser}"
-
-
-def _has_environment(task: Task) -> bool:
-    from ..harness.specs import SpecError, spec_for
-
-    try:
-        spec_for(task)
-        return True
-    except SpecError:
-        return False
-
-
-def regression_by_command(command: str, candidates: list[Candidate], sandbox_factory: SandboxFactory,
-                          timeout: float, source: str = "", log_parser: str = "pytest") -> None:
-    """Run the tests on the original code, then on each candidate: scores["regression"] is the
-    share of the originally passing tests that still pass. Results are read by `log_parser`
-    (pytest's -rA report: added to a pytest command that lacks it)."""
-
-    if log_parser == "pytest" and "pytest" in command and "-rA" not in command.split():
-        command = f"{command} -rA"
-
-    from .test_command import run_report
-
-    with sandbox_factory() as sandbox:
-        baseline = _passing(run_report(sandbox, command, timeout), log_parser)
-    for candidate in candidates:
-        with sandbox_factory() as sandbox:
-            try:
-                restore_patch(sandbox, candidate.patch)
-            except Exception as exc:
-                candidate.details["discarded"] = f"the patch does not apply: {exc}"
-                continue
-            after = _passing(run_report(sandbox, command, timeout), log_parser)
-        broken = sorted(baseline - after)
-        candidate.scores["regression"] = round(1.0 - len(broken) / len(baseline), 4) if baseline else 1.0
-        candidate.details["regression"] = {"tests": len(baseline), "broken": broken[:20],
-                                           "command": f"{command}" + (f" ({source})" if source else "")}
-
-
-def _passing(output: str, log_parser: str = "pytest") -> set[str]:
-    return {test for test, status in parse_log(log_parser, output).items() if status in ("PASSED", "XFAIL")}
+    Verifier(task, config, sandbox_factory, build_model)(candidates)
 
 
 def retry_failed(task: Task, config: Config, candidates: list[Candidate], sandbox_factory: SandboxFactory,

@@ -14,6 +14,9 @@ Policies (every one ranks usable candidates first; a discarded one is chosen onl
   then reproduction, then the judge again, then votes, then similarity, then index. `stages`
   reorders or drops the verifier steps.
 - `random`: a seeded shuffle of the usable candidates (a baseline for comparison).
+- `tournament`: a knock-out of the distinct patches, seeded by the hybrid order, each match judged by
+  `pair_judge` reading the issue and both candidates' summaries (tournament.py); undecided matches go
+  to the better seed, so that without a judge it is the hybrid order.
 
 Similarity: exactly equivalent patches are rare among different-but-right ones, so each candidate
 also gets its mean similarity to the other usable candidates (changed scopes and changed tokens:
@@ -30,14 +33,17 @@ from __future__ import annotations
 
 import random as _random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..patches.base import Reader
 from .similarity import diff_features, similarity
 from .types import Candidate, Selection
 from .votes import annotate
 
-POLICIES = ("vote", "judge", "tests", "hybrid", "random")
+if TYPE_CHECKING:
+    from .tournament import PairJudge
+
+POLICIES = ("vote", "judge", "tests", "hybrid", "random", "tournament")
 HYBRID_STAGES = ("regression", "reproduction", "judge")
 MISSING = -1.0  # a score a candidate lacks, where others have one
 
@@ -48,12 +54,14 @@ class SelectionError(ValueError):
 
 def select(candidates: Sequence[Candidate], policy: str = "hybrid", *, read: Reader | None = None,
            groups: dict[str, list[int]] | None = None, seed: int = 0, top_k: int | None = 3,
-           stages: Sequence[str] = HYBRID_STAGES, soft_votes: bool = True) -> Selection:
+           stages: Sequence[str] = HYBRID_STAGES, soft_votes: bool = True, pair_judge: PairJudge | None = None,
+           issue: str = "") -> Selection:
     """Choose one of `candidates` by `policy` (see the module docstring). Candidates are not modified.
 
     `read`: the base tree, for normalization (votes and discarding). `groups`: precomputed classes
-    (key -> candidate indices). `seed`: for `random`. `top_k`, `stages`: for `hybrid`. `soft_votes`:
-    break ties on votes by similarity to the other candidates.
+    (key -> candidate indices). `seed`: for `random`. `top_k`, `stages`: for `hybrid` (and the
+    tournament's seeding). `soft_votes`: break ties on votes by similarity to the other candidates.
+    `pair_judge`, `issue`: for `tournament`.
     """
     if policy not in POLICIES:
         raise SelectionError(f"unknown selection policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -66,6 +74,10 @@ def select(candidates: Sequence[Candidate], policy: str = "hybrid", *, read: Rea
         reasons = sorted({str(c.details.get("discarded") or "empty patch") for c in discarded})
         return Selection(policy=policy, chosen=None, ranking=[c.index for c in pool], votes={},
                          why=f"no usable candidate: all {len(pool)} were discarded ({'; '.join(reasons)})")
+
+    if policy == "tournament":
+        order = select(pool, "hybrid", groups=groups, top_k=top_k, stages=stages, soft_votes=soft_votes).ranking
+        return _tournament(pool, order, classes, votes, pair_judge, issue)
 
     if policy == "random":
         ranked = sorted(usable, key=lambda c: c.index)
@@ -202,6 +214,24 @@ def _why(winner: Candidate, field: list[Candidate], steps, votes: dict[int, int]
                     f"candidate {runner.index}){where}{tie}{note}")
     return (f"candidate {winner.index} ties with candidate {runner.index} on "
             f"{', '.join(name for name, _ in steps)} and has the lower index{where}{note}")
+
+
+def _tournament(pool: list[Candidate], order: list[int], classes: dict[int, Any], votes: dict[int, int],
+                judge: PairJudge | None, issue: str) -> Selection:
+    """The knock-out over one entrant per class (the first in the hybrid order), then each class's others."""
+    from .tournament import describe, knockout
+
+    by_index = {c.index: c for c in pool}
+    members: dict[Any, list[int]] = {}
+    for index in order:
+        if index in votes:
+            members.setdefault(classes[index], []).append(index)
+    entrants = [by_index[indices[0]] for indices in members.values()]
+    played, matches = knockout(entrants, votes, judge, issue)
+    ranking = [index for entrant in played for index in members[classes[entrant]]]
+    ranking += [index for index in order if index not in votes]
+    return Selection(policy="tournament", chosen=played[0], ranking=ranking, votes=votes, matches=matches,
+                     why=describe(played[0], len(entrants), matches))
 
 
 def _selection(policy: str, ranked: list[Candidate], discarded: list[Candidate], votes: dict[int, int],

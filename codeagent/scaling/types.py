@@ -21,6 +21,11 @@ class Candidate(BaseModel):
     scores: dict[str, float] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)  # what each verifier saw (tests broken, judge text...)
     resolved: bool | None = None  # the true outcome, when known (eval, offline selection)
+    # Where it came from under evolution or search (methods.py): its round (0: from the issue alone) and the
+    # candidates it was conditioned on (evolution) or branched from (search: one); the generated tokens it cost.
+    round: int | None = None
+    parents: list[int] = Field(default_factory=list)
+    tokens: int | None = None
 
     @property
     def usable(self) -> bool:
@@ -33,3 +38,4 @@ class Selection(BaseModel):
     ranking: list[int] = Field(default_factory=list)  # best first
     votes: dict[int, int] = Field(default_factory=dict)  # candidate index -> size of its equivalence class
     why: str = ""
+    matches: list[dict[str, Any]] = Field(default_factory=list)  # a tournament's: who played whom, who won, how

@@ -205,12 +205,17 @@ def show_command(ctx, trajectory_id: str, max_chars: int) -> None:
 @click.option("--include-unresolved", is_flag=True,
               help="sft: also export trajectories not verified as resolved.")
 @click.option("--max-pairs", type=int, default=None, help="dpo: at most N pairs per task.")
+@click.option("--pairs", type=click.Choice(["task", "siblings"]), default="task", show_default=True,
+              help="dpo: pair any two runs of a task, or only runs that started from the same state (a search's "
+                   "branches from one node, an evolution round's runs, the samples of a group).")
+@click.option("--prefer", type=click.Choice(["resolved", "value"]), default="resolved", show_default=True,
+              help="dpo: chosen by the grade, or by the verifiers' value test-time scaling recorded (ungraded runs).")
 @click.option("--allow-flagged", is_flag=True,
               help="sft/dpo: also take runs the grader flagged (test infrastructure touched, masked failures, "
                    "a tampered test run) as positive examples; by default they are left out.")
 @click.pass_context
 def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved, group_id,
-                   include_unresolved, max_pairs, allow_flagged) -> None:
+                   include_unresolved, max_pairs, allow_flagged, pairs, prefer) -> None:
     """Export trajectories as raw JSONL, or SFT / DPO datasets."""
     from . import export
 
@@ -224,7 +229,8 @@ def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved
             count = export.to_sft(trajectories, output, require_resolved=not include_unresolved,
                                   allow_flagged=allow_flagged)
         else:
-            count = export.to_dpo(trajectories, output, max_pairs_per_task=max_pairs, allow_flagged=allow_flagged)
+            count = export.to_dpo(trajectories, output, max_pairs_per_task=max_pairs, allow_flagged=allow_flagged,
+                                  siblings=pairs == "siblings", prefer=prefer)
     except export.ExportError as error:
         raise click.ClickException(str(error)) from None
     except OSError as error:
@@ -234,7 +240,8 @@ def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved
         why = {
             "sft": "sft takes trajectories verified as resolved (verification.resolved = true) and not flagged "
             "by the grader; grade them first, or pass --include-unresolved / --allow-flagged",
-            "dpo": "dpo needs, for the same task, a resolved and an unresolved trajectory",
+            "dpo": "dpo needs, for the same task (--pairs siblings: the same starting state), a resolved and an "
+            "unresolved trajectory (--prefer value: two different recorded values)",
             "jsonl": "no trajectory matched the filters",
         }[fmt]
         raise click.ClickException(f"nothing exported from {store.root}: {why}"

@@ -130,21 +130,48 @@ def _common_prefix(a: list[dict], b: list[dict]) -> int:
     return length
 
 
+def sibling_key(trajectory: Trajectory) -> tuple | None:
+    """What runs that started from the same state share (None outside a group): their group, their parents
+    and the prefix they started from. Siblings are a search's branches from one node, an evolution round's
+    runs (shown the same parents), the runs sampled from the issue alone."""
+    if trajectory.group_id is None:
+        return None
+    return trajectory.group_id, tuple(trajectory.parents), trajectory.branch_messages
+
+
+def _value(trajectory: Trajectory) -> float | None:
+    value = trajectory.verification.get("value")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def dpo_rows(
-    trajectories: Iterable[Trajectory], *, max_pairs_per_task: int | None = None, allow_flagged: bool = False
+    trajectories: Iterable[Trajectory], *, max_pairs_per_task: int | None = None, allow_flagged: bool = False,
+    siblings: bool = False, prefer: str = "resolved",
 ) -> list[dict[str, Any]]:
     """Preference pairs within each task: a resolved trajectory (chosen) against an unresolved
     one (rejected); a flagged one is never chosen unless `allow_flagged` (see `preferred`). The
-    prompt is the messages both share; chosen/rejected are what follows."""
-    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    prompt is the messages both share; chosen/rejected are what follows.
+
+    `siblings`: pairs only within runs that started from the same state (`sibling_key`: a search branch's
+    prompt is its whole prefix, so the pair says which continuation of that state was better). `prefer`:
+    "resolved" (the grade, as above) or "value" (the verifiers' value test-time scaling recorded,
+    `verification["value"]`: the higher is chosen; for runs nobody graded)."""
+    if prefer not in ("resolved", "value"):
+        raise ExportError(f"unknown preference {prefer!r}: resolved or value")
+    by_task: dict[Any, list[Trajectory]] = defaultdict(list)
     for trajectory in trajectories:
-        if trajectory.resolved is not None:
-            by_task[trajectory.task_key].append(trajectory)
+        known = trajectory.resolved is not None if prefer == "resolved" else _value(trajectory) is not None
+        key = sibling_key(trajectory) if siblings else trajectory.task_key
+        if known and key is not None:
+            by_task[key].append(trajectory)
     rows = []
     for group in by_task.values():
-        winners = [t for t in group if preferred(t, allow_flagged)]
-        losers = [t for t in group if not preferred(t, allow_flagged)]
-        pairs = [(winner, loser) for winner in winners for loser in losers]
+        if prefer == "resolved":
+            winners = [t for t in group if preferred(t, allow_flagged)]
+            pairs = [(winner, loser) for winner in winners for loser in group if not preferred(loser, allow_flagged)]
+        else:
+            pairs = [(a, b) for a in group for b in group if (_value(a) or 0.0) > (_value(b) or 0.0)
+                     and (allow_flagged or not a.integrity_flags)]
         if max_pairs_per_task is not None:
             pairs = pairs[:max_pairs_per_task]
         for chosen, rejected in pairs:
@@ -153,17 +180,18 @@ def dpo_rows(
             shared = _common_prefix(chosen_messages, rejected_messages)
             if shared == 0 or shared in (len(chosen_messages), len(rejected_messages)):
                 continue  # no common prompt, or one run is a prefix of the other: no preference
-            rows.append(
-                {
-                    "prompt": chosen_messages[:shared],
-                    "chosen": chosen_messages[shared:],
-                    "rejected": rejected_messages[shared:],
-                    "tools": json.dumps(chosen.tools),
-                    "instance_id": chosen.instance_id,
-                    "chosen_id": chosen.id,
-                    "rejected_id": rejected.id,
-                }
-            )
+            row = {
+                "prompt": chosen_messages[:shared],
+                "chosen": chosen_messages[shared:],
+                "rejected": rejected_messages[shared:],
+                "tools": json.dumps(chosen.tools),
+                "instance_id": chosen.instance_id,
+                "chosen_id": chosen.id,
+                "rejected_id": rejected.id,
+            }
+            if siblings:
+                row["group_id"] = chosen.group_id
+            rows.append(row)
     return rows
 
 

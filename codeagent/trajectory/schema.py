@@ -99,6 +99,15 @@ class Trajectory(BaseModel):
     # A GRPO rollout's: the version of the policy weights that sampled it (optimizer steps taken when they
     # were published to the rollout workers; train/async_rollouts.py). None for every other run.
     policy_version: int | None = None
+    # Test-time scaling beyond side-by-side samples (scaling/evolve.py, scaling/search.py): the method, the
+    # run's round (evolution) or expansion (search), and its parents: the runs whose patches and feedback its
+    # prompt showed (evolution), or the one run whose first `branch_messages` messages it started from (a
+    # search branch). Its verifier scores are in `verification["scores"]`. Optional, added without a version
+    # bump (older records read as None / []; older readers ignore them): nothing else changes meaning.
+    tts: str | None = None
+    round: int | None = None
+    parents: list[str] = Field(default_factory=list)
+    branch_messages: int | None = None
     totals: Totals = Field(default_factory=Totals)
 
     @property

@@ -46,6 +46,7 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 HEADER_FIELDS = (
     "schema_version", "id", "created", "task", "config", "model", "api_base", "sampling", "tools",
     "messages", "group_id", "candidate_index", "parent_id", "parent_step", "policy_version",
+    "tts", "round", "parents", "branch_messages",
 )
 
 

@@ -30,6 +30,7 @@ from .candidates import CandidatesPanel
 from .completion_menu import CompletionMenu
 from .diff_panel import DiffPanel
 from .prompt import PromptInput
+from .search_panel import SearchPanel
 from .session_view import SessionView
 from .slash_commands import SlashCommands
 from .status_bar import StatusBar
@@ -86,6 +87,7 @@ class CodeagentApp(SlashCommands):
         self.transcript = Transcript(id="transcript")
         self.diff = DiffPanel(id="diff")
         self.candidates = CandidatesPanel(id="candidates")
+        self.search = SearchPanel(id="search")  # evolution's rounds, the search's branches
         self.prompt = PromptInput(id="prompt", placeholder="Describe the issue to solve · Enter sends · /help")
         self.prompt.complete_path = completer(session)  # @path mentions
         self.menu = CompletionMenu(id="menu")  # commands and paths as they are typed
@@ -103,6 +105,7 @@ class CodeagentApp(SlashCommands):
             yield self.transcript
             yield self.diff
         yield self.candidates
+        yield self.search
         yield self.menu
         yield self.prompt
         yield self.status_bar
@@ -116,7 +119,7 @@ class CodeagentApp(SlashCommands):
         saved = session.policy.saved
         if saved is not None and saved.problem:
             self.transcript.add_notice(saved.problem, "warning")
-        if session.config.scaling.candidates > 1:
+        if session.config.scaling.candidates > 1 or session.config.scaling.tts != "sample":
             self.candidates.add_class("-shown")
         self._refresh_status()
         self.prompt.focus()
@@ -141,6 +144,7 @@ class CodeagentApp(SlashCommands):
     def on_session_event(self, message: SessionEvent) -> None:
         event = message.event
         try:
+            self.search.follow(event)
             self.view.show(event)
         except Exception as exc:  # a display bug must not take the session down with it
             self.transcript.add_notice(f"(could not show a {event.kind} event: {type(exc).__name__}: {exc})", "error")

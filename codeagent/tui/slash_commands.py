@@ -21,6 +21,7 @@ from ..trajectory.store import TrajectoryError
 from .candidates import CandidatesPanel
 from .diff_panel import DiffPanel, PatchScreen
 from .pick_screen import PickScreen
+from .search_panel import SearchPanel
 from .session_view import SessionView
 from .transcript import Transcript
 
@@ -41,6 +42,7 @@ class SlashCommands(App[int]):
     transcript: Transcript
     diff: DiffPanel
     candidates: CandidatesPanel
+    search: SearchPanel
     view: SessionView
     _diff_choice: bool | None
 
@@ -219,6 +221,7 @@ class SlashCommands(App[int]):
         if self.session.clear():
             self.transcript.reset()
             self.candidates.reset()
+            self.search.reset()
             self.view.reset()
             self._set_patch("")
 

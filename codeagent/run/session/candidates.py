@@ -4,6 +4,7 @@ session's thread."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from ...events import SelectionMade
@@ -17,18 +18,29 @@ if TYPE_CHECKING:
 def run_candidates(session: SessionParts) -> None:
     """Sample the candidates (each in its own sandbox, without asking: the sandboxes are the
     guard), verify and select one; follow-ups then continue the selected one."""
+    from ...scaling.budget import Budget
     from ..solve import solve as solve_task
 
     state, model = session.state, session.model
     assert state.task is not None and model is not None  # turn.solve: samples only with a model
-    count = session.config.scaling.candidates
-    session.notice(f"Sampling {count} candidates in parallel sandboxes; they run without asking for approval. "
-                   "The verifiers then score them and one is selected (the panel shows each).")
+    scaling = session.config.scaling
+    budget = Budget.from_settings(scaling)
+    count = budget.runs or scaling.candidates
+    what = {"sample": f"Sampling {count} candidates in parallel sandboxes",
+            "evolve": "Evolving candidates in rounds (each round sees the best so far)",
+            "search": "Searching a tree of runs (branches restart from promising states)"}[scaling.tts]
+    session.notice(f"{what}; they run without asking for approval. The verifiers score them and one is selected "
+                   "(the panels show each). Ctrl-C stops: the runs in flight finish, then one is selected.")
     session.emit(SamplingStarted(count=count))
     state.scaling = True
+    done = threading.Event()
+    threading.Thread(target=_stop_on_interrupt, args=(session.worker.stop, done, budget), daemon=True,
+                     name="codeagent-scaling-stop").start()
     try:
-        outcome = solve_task(state.task, session.config, model, session.agent.events, replay=session.replay)
+        outcome = solve_task(state.task, session.config, model, session.agent.events, replay=session.replay,
+                             budget=budget)
     finally:
+        done.set()
         state.scaling = False
     result = outcome.result
     state.candidates = {c.index: c for c in outcome.scaling.candidates} if outcome.scaling else {}
@@ -46,6 +58,14 @@ def run_candidates(session: SessionParts) -> None:
     session.notice(f"Selected candidate {index} (of {count}, numbered from 0): {result.message}\n"
                    "Review it with /diff, /apply it, or type a follow-up to continue it (in a new sandbox). "
                    "/candidates shows each candidate's patch; /candidates pick N chooses another.", "success")
+
+
+def _stop_on_interrupt(interrupted: threading.Event, done: threading.Event, budget) -> None:
+    """The user's Ctrl-C (the worker's stop) stops the method: no new run starts."""
+    while not done.wait(0.2):
+        if interrupted.is_set():
+            budget.stop("stopped by the user")
+            return
 
 
 def pick(session: SessionParts, index: int) -> None:
