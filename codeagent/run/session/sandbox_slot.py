@@ -14,12 +14,14 @@ from ..repo_env import repository_environment
 
 
 class SandboxSlot:
-    def __init__(self, config: Config, on_change: Callable[[], None], say: Callable[[str], None] = lambda _: None):
+    def __init__(self, config: Config, on_change: Callable[[], None], say: Callable[[str], None] = lambda _: None,
+                 warn: Callable[[str], None] | None = None):
         """`on_change()` is called whenever the state changes; `say(line)` tells which environment the
-        sandbox runs in (the repository's toolchain: run/repo_env.py)."""
+        sandbox runs in (the repository's toolchain: run/repo_env.py), `warn(text)` what of it failed."""
         self.config = config
         self.on_change = on_change
         self.say = say
+        self.warn = warn
         self.sandbox: Sandbox | None = None
         self.state = "none"
         self.opening = False
@@ -33,7 +35,7 @@ class SandboxSlot:
         try:
             snap, options = snapshot(task.repo, task.base_commit), sandbox_options(self.config.sandbox)
             if options["kind"] == "docker":  # the repository's toolchain, unless sandbox.image says otherwise
-                options["image"] = repository_environment(snap, self.config, self.say).image
+                options["image"] = repository_environment(snap, self.config, self.say, self.warn).image
             sandbox = open_sandbox(snap, **options)
             try:
                 if patch.strip():
