@@ -36,7 +36,7 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
 
 
 @pytest.mark.parametrize("files, command, parser", [
-    ({"package.json": package({"test": "jest --coverage"})}, "npx --no-install jest --ci --json", "jest_json"),
+    ({"package.json": package({"test": "jest --coverage"})}, "npx --no-install jest --ci --json --coverage", "jest_json"),
     ({"package.json": package({"test": "vitest"}, {"vitest": "^1"})}, "npx --no-install vitest run --reporter=json",
      "vitest_json"),
     # the test script names the runner: it wins over another runner among the dependencies
@@ -57,7 +57,7 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
     # followed through the scripts it runs, with their environment and arguments (watch/coverage aside)
     ({"package.json": package({"test": "npm run lint && npm run test:unit", "test:unit":
                                "cross-env NODE_OPTIONS=--experimental-vm-modules jest --coverage --runInBand"})},
-     "NODE_OPTIONS=--experimental-vm-modules npx --no-install jest --ci --json --runInBand", "jest_json"),
+     "NODE_OPTIONS=--experimental-vm-modules npx --no-install jest --ci --json --coverage --runInBand", "jest_json"),
     ({"package.json": package({"test": "run-s test:*", "test:types": "tsc", "test:unit": "vitest --watch --config v.ts"})},
      "npx --no-install vitest run --reporter=json --config v.ts", "vitest_json"),
     ({"package.json": package({"pretest": "npm run build", "test": "mocha -R spec test/"})},
@@ -66,6 +66,16 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
     ({"package.json": package({"test": "make test"}), "vitest.config.ts": ""},
      "npx --no-install vitest run --reporter=json", "vitest_json"),
     ({"package.json": package({"test": "tape test/*.js"}, {"tape": "5"})}, "npm run test", "tap"),
+    # started the way the script starts it
+    ({"package.json": package({"test": "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js --run && vitest "
+                                       "--run --typecheck.only"}), "yarn.lock": "__metadata:\n  version: 8\n"},
+     "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js run --reporter=json", "vitest_json"),
+    # pnpm's `run /regex/`, and a wrapper of node's own runner
+    ({"package.json": package({"test": "pnpm run /^test:/", "test:lint": "oxlint", "test:unit": "bnt --coverage 100"}),
+      "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},
+     "NODE_OPTIONS=--test-reporter=tap pnpm exec bnt --coverage 100", "tap"),
+    ({"package.json": package({"test": "tap run --allow-empty-coverage --timeout=60000"})},
+     "npx --no-install tap --reporter=tap --allow-empty-coverage --timeout=60000", "tap"),
 ])
 def test_node_reports_by_the_runner_package_json_uses(make_repo, files, command, parser):
     report = test_report(snapshot(make_repo(files)))

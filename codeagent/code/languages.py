@@ -108,8 +108,9 @@ class Toolchain:
     name: str
     order: int  # detection order among toolchains with the same evidence
     detect: tuple[str, ...]  # any of these files at the repository's top
-    requires_any: tuple[str, ...] = ()  # and, when given, one file matching one of these patterns
+    requires_any: tuple[str, ...] = ()  # and, when given, a file matching one of these (a name anywhere, or a path)
     evidence: tuple[str, ...] = ()  # the file extensions that count for it (detection by evidence)
+    test_markers: tuple[VersionRule, ...] = ()  # where a file's text says it has tests (CMake's add_test)
     packages: tuple[str, ...] = ()  # Debian packages
     install: str = ""  # shell steps after the packages (root, with network; no repository code)
     env: tuple[tuple[str, str], ...] = ()
@@ -117,6 +118,7 @@ class Toolchain:
     versions: tuple[VersionRule, ...] = ()
     version_install: str = ""  # shell steps that install the stated version ($VERSION)
     default_version: str = ""  # $VERSION when none is stated (a recipe that always installs its own)
+    packaged_version: str = ""  # what `packages` install: a stated version not above it needs no version_install
     variants: tuple[Variant, ...] = ()
     dependency_files: tuple[str, ...] = ()  # what keys the dependencies (a name anywhere, or a path pattern)
     hide: tuple[str, ...] = ()  # the repository's files set aside while fetching (its tools' configuration)
@@ -160,10 +162,12 @@ def load_toolchain(data: dict) -> Toolchain:
     return Toolchain(
         name=str(data["name"]), order=int(data.get("order", 100)), detect=tuple(map(str, data["detect"])),
         requires_any=tuple(map(str, data.get("requires_any") or ())), evidence=tuple(map(str, data.get("evidence") or ())),
+        test_markers=_rules(data.get("test_markers")),
         packages=tuple(map(str, data.get("packages") or ())), install=_text(data, "install"),
         env=tuple((str(k), str(v)) for k, v in (data.get("env") or {}).items()),
         version_command=_text(data, "version_command"), versions=_rules(data.get("versions")),
         version_install=_text(data, "version_install"), default_version=_text(data, "default_version"),
+        packaged_version=_text(data, "packaged_version"),
         variants=tuple(_variant(variant) for variant in data.get("variants") or ()),
         dependency_files=tuple(map(str, data.get("dependency_files") or ())), hide=tuple(map(str, data.get("hide") or ())),
         fetch=_text(data, "fetch"), fetch_trusted=_text(data, "fetch_trusted"), build=_text(data, "build"),

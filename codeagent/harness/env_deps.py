@@ -71,7 +71,7 @@ def toolchain_script(found: Detected) -> str:
     steps = [APT.format(packages=" ".join(tool.packages))] if tool.packages else []
     steps += [f"mkdir -p {NOTES}"]
     steps += [tool.install] if tool.install else []
-    version = found.version or ""
+    version = "" if _packaged(found.version, tool.packaged_version) else found.version
     if tool.version_install and (version or tool.default_version):
         steps.append(f"VERSION={shlex.quote(version)}; DEFAULT_VERSION={shlex.quote(tool.default_version)}\n"
                      f"{tool.version_install}")
@@ -84,6 +84,13 @@ def toolchain_script(found: Detected) -> str:
     return "\n".join(steps)
 
 
+def _packaged(version: str, packaged: str) -> bool:
+    """Is the stated `version` (a plain version) one the Debian packages already give (not above `packaged`)?"""
+    numbers = [tuple(int(part) for part in re.findall(r"\d+", text)) for text in (version, packaged)]
+    plain = re.fullmatch(r"v?\d+(\.\d+)*", version.strip() or "x")
+    return bool(packaged and plain and numbers[0] and numbers[0] <= numbers[1])
+
+
 def toolchain_layer(found: Detected, parent: str) -> Layer:
     script = toolchain_script(found)
     files = {f"{SCRIPTS}/{name}": (Path(__file__).parent / name).read_bytes() for name in SHIPPED if name in script}
@@ -94,7 +101,9 @@ def toolchain_layer(found: Detected, parent: str) -> Layer:
 
 def dependency_key(tool: Toolchain, files: RepoFiles) -> dict[str, str]:
     """{path: sha256} of the files that define what the fetch gets (the manifests and lockfiles, anywhere)."""
-    return {path: hashlib.sha256(files.read(path)).hexdigest() for path in files.matching(tool.dependency_files)}
+    paths = files.matching(tool.dependency_files)
+    files.prefetch(paths)
+    return {path: hashlib.sha256(files.read(path)).hexdigest() for path in paths}
 
 
 @dataclass

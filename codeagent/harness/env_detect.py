@@ -60,9 +60,33 @@ class RepoFiles:
         prefix = folder.rstrip("/") + "/"
         return [path for path in self.all if path.startswith(prefix) and "/" not in path[len(prefix):]]
 
+    def prefetch(self, paths: list[str]) -> None:
+        """Read these files at once (one `git cat-file --batch`, not a process each)."""
+        wanted = [path for path in paths if path not in self._read and path in self._tracked]
+        if len(wanted) < 2:
+            return
+        request = "".join(f"{self.snap.commit}:{path}\n" for path in wanted).encode()
+        result = subprocess.run(["git", f"--git-dir={self.snap.git_dir}", "cat-file", "--batch"], input=request,
+                                capture_output=True)
+        data, at = result.stdout, 0
+        for path in wanted:
+            end = data.find(b"\n", at)
+            header = data[at:end].split()
+            if end < 0 or len(header) != 3 or header[1] != b"blob":
+                return  # not what was asked for: read one by one instead
+            size = int(header[2])
+            self._read[path] = data[end + 1:end + 1 + size][:MAX_FILE]
+            at = end + 1 + size + 1
+
+    @property
+    def _tracked(self) -> set[str]:
+        if not hasattr(self, "_tracked_set"):
+            self._tracked_set = set(self.all)
+        return self._tracked_set
+
     def read(self, path: str) -> bytes:
         if path not in self._read:
-            self._read[path] = self._git("show", f"{self.snap.commit}:{path}")[:MAX_FILE] if path in self.all else b""
+            self._read[path] = self._git("show", f"{self.snap.commit}:{path}")[:MAX_FILE] if path in self._tracked else b""
         return self._read[path]
 
     def text(self, path: str) -> str:
@@ -175,15 +199,13 @@ def _candidate(tool: Toolchain, files: RepoFiles) -> Detected | None:
     found = next((name for name in tool.detect if name in top), None)
     if found is None:
         return None
-    if tool.requires_any:
-        folders = {pattern.rpartition("/")[0] for pattern in tool.requires_any}
-        names = [name for folder in folders for name in (files.names(folder) if folder else top)]
-        if not any(fnmatch.fnmatch(name, pattern) for name in names for pattern in tool.requires_any):
-            return None
+    if tool.requires_any and not any(not VENDORED.search(path) for path in files.matching(tool.requires_any)):
+        return None
     variant = variant_of(tool, files)
     version, version_file = stated(tool.versions, files)
     pm_version, pm_file = stated(variant.versions, files) if variant else ("", "")
     sources, tested = _count(files, tool.evidence)
+    tested = tested or bool(stated(tool.test_markers, files)[0])
     if tool.runners_from:  # a test script that is not npm's placeholder is tests of its own
         scripts = files.json(tool.runners_from).get("scripts")
         script = str(scripts.get("test") or "") if isinstance(scripts, dict) else ""

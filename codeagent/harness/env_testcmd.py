@@ -25,12 +25,12 @@ from .env_detect import Detected, RepoFiles, detect
 
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATORS = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
-NESTED = re.compile(r"^(?:npm|pnpm|yarn|bun)\s+(?:run(?:-script)?\s+)?([\w:.\-/@]+)|"
+NESTED = re.compile(r"^(?:npm|pnpm|yarn|bun)\s+(?:run(?:-script)?\s+)?(/[^/\s]+/|[\w:.\-/@*]+)|"
                     r"^(?:run-s|run-p|npm-run-all(?:\s+-[sp])?|npm-run-all2)\s+(.+)$")
-DROPPED = re.compile(r"^(?:--watch(?:All)?|-w|--ui|--coverage(?:=.*)?|--coverage\..*|--reporters?(?:=.*)?|-R|--json|--ci|"
-                     r"--outputFile(?:=.*)?|--silent)$")
+DROPPED = re.compile(r"^(?:--watch(?:All)?|-w|--run|--ui|--reporters?(?:=.*)?|-R|--json|--ci|--outputFile(?:=.*)?|"
+                     r"--silent)$")
 VALUED = {"--reporter", "--reporters", "-R", "--outputFile"}  # a dropped flag whose value is the next word
-SUBCOMMANDS = {"vitest": {"run", "watch", "dev", "related"}}
+SUBCOMMANDS = {"vitest": {"run", "watch", "dev", "related"}, "tap": {"run"}}
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ class _Found:
     runner: Runner
     env: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+    launcher: tuple[str, ...] = ()  # how the script starts it, when not by its name (`node --expose-gc path/cli.js`)
 
 
 def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
@@ -109,9 +110,13 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
     exec_, run = (variant.exec if variant and variant.exec else "npx --no-install",
                   variant.run if variant and variant.run else "npm run")
     template = hit.runner.test_report.command
-    command = template.format(exec=exec_, run=run)
     whole = "{run} test" in template  # the whole script runs: its own environment and arguments are in it
     hit = _Found(hit.runner) if whole else hit
+    named = f"{{exec}} {hit.runner.name}"
+    if hit.launcher and named in template:  # started as the script starts it
+        template = template.replace(named, " ".join(shlex.quote(word) for word in hit.launcher).replace("{", "{{")
+                                    .replace("}", "}}"), 1)
+    command = template.format(exec=exec_, run=run)
     prefix = " ".join(shlex.quote(item) if not ASSIGNMENT.match(item) else _quote_assignment(item) for item in hit.env)
     command = f"{prefix} {command}" if prefix else command
     if hit.args:
@@ -144,11 +149,22 @@ def _in_scripts(runners: tuple[Runner, ...], scripts: dict[str, str], name: str,
         nested = NESTED.match(segment.strip())
         if nested:
             for inner in (nested.group(1) or nested.group(2) or "").split():
-                for key in ([inner] if "*" not in inner else [k for k in scripts if _match(k, inner)]):
+                for key in _scripts_named(inner, scripts):
                     found = _in_scripts(runners, scripts, key.strip("'\""), seen)
                     if found is not None:
                         return found
     return None
+
+
+def _scripts_named(name: str, scripts: dict[str, str]) -> list[str]:
+    """The scripts a name given to `run` means: a glob (`test:*`), pnpm's `/regex/`, or itself."""
+    if len(name) > 2 and name.startswith("/") and name.endswith("/"):
+        try:
+            pattern = re.compile(name[1:-1])
+        except re.error:
+            return []
+        return [key for key in scripts if pattern.search(key)]
+    return [key for key in scripts if _match(key, name)] if "*" in name else [name]
 
 
 def _in_segment(runners: tuple[Runner, ...], segment: str) -> _Found | None:
@@ -159,11 +175,14 @@ def _in_segment(runners: tuple[Runner, ...], segment: str) -> _Found | None:
     for runner in runners:
         parts = runner.name.split()
         for at in range(len(words) - len(parts) + 1):
-            if words[at:at + len(parts)] != parts and not (len(parts) == 1 and words[at].endswith("/" + parts[0])):
+            by_path = len(parts) == 1 and (words[at].endswith(f"/.bin/{parts[0]}")
+                                           or f"node_modules/{parts[0]}/" in words[at])
+            if words[at:at + len(parts)] != parts and not by_path:
                 continue
             env = tuple(word for word in words[:at] if ASSIGNMENT.match(word))
             args = _kept(runner.name, words[at + len(parts):]) if len(parts) == 1 else ()
-            return _Found(runner, env, args)
+            start = next((n for n, word in enumerate(words[:at]) if not ASSIGNMENT.match(word) and word != "cross-env"), at)
+            return _Found(runner, env, args, tuple(words[start:at + 1]) if by_path else ())
     return None
 
 
