@@ -117,20 +117,28 @@ def test_the_fetch_runs_no_repository_code_unless_trusted(make_repo):
     assert "--ignore-scripts" not in trusted.script and untrusted.tag != trusted.tag
 
 
-def test_maven_build_extensions_are_not_fetched_for_an_untrusted_repository(make_repo):
+def test_maven_build_extensions_are_taken_out_of_the_poms_maven_resolves(make_repo, tmp_path):
+    """Maven loads a plugin marked `<extensions>true</extensions>`, and a `<build><extensions>` entry, while it
+    resolves: the fetch's copy of every pom has them removed (the offline build has them back)."""
     from codeagent.harness.env_deps import fetch_step
     from codeagent.harness.env_detect import RepoFiles, detect
 
-    pom = POM.replace("<build><plugins>", "<build><extensions><extension><groupId>x</groupId><artifactId>y"
-                                          "</artifactId><version>1</version></extension></extensions><plugins>")
-    snap = snapshot(make_repo({"pom.xml": pom}))
-    found = detect(snap)
-    step = fetch_step(found, "p", snap, RepoFiles(snap), trusted=False)
-    assert step.layer is None and "Maven build extensions" in step.refused
-    assert fetch_step(found, "p", snap, RepoFiles(snap), trusted=True).layer is not None
-    plain = snapshot(make_repo({"pom.xml": POM}))
-    step = fetch_step(detect(plain), "p", plain, RepoFiles(plain), trusted=False)
+    pom = POM.replace("<version>3.1.0</version>", "<version>3.1.0</version><extensions> true </extensions>").replace(
+        "<build><plugins>", "<build><extensions><extension><groupId>x</groupId><artifactId>y</artifactId>"
+                            "<version>1</version></extension></extensions><plugins>")
+    snap = snapshot(make_repo({"pom.xml": pom, "sub/pom.xml": pom}))
+    step = fetch_step(detect(snap), "p", snap, RepoFiles(snap), trusted=False)
     assert step.layer is not None and "mv .mvn" in step.layer.script and "go-offline" in step.layer.script
+    lines = step.layer.script.splitlines()
+    at = next(number for number, line in enumerate(lines) if "perl" in line)
+    sanitize = "\n".join(lines[at:at + 2])  # the command and its continued line
+    for path in ("pom.xml", "sub/pom.xml"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(pom)
+    subprocess.run(["bash", "-euo", "pipefail", "-c", sanitize], cwd=tmp_path, check=True)
+    for path in ("pom.xml", "sub/pom.xml"):
+        text = (tmp_path / path).read_text()
+        assert "<extensions>" not in text and "<extension>" not in text and "exec-maven-plugin" in text
 
 
 def test_the_toolchain_layer_runs_only_codeagents_recipe(make_repo):

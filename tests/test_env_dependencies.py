@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from codeagent.agent.prompts import render
 from codeagent.harness.env_toolchain import resolve
 from codeagent.sandbox import open_sandbox, snapshot
+from codeagent.sandbox.workspace import environment_note
 
 from .support.git import git
 
@@ -55,6 +57,11 @@ def test_node_at_nvmrc_pnpm_at_package_manager_and_the_packages_installed_offlin
     assert versions.split()[:2] == ["9.15.0", versions.split()[1]] and versions.split()[1].startswith("v20.")
     assert status.strip() == ""  # node_modules/ is not a change: never in a diff
     assert "# pass 2" in tests, tests[-2000:]
+    with open_sandbox(snap, image=environment.image) as box:  # what the agent's system prompt is told
+        note = environment_note(box)
+    assert "node 20." in note and "pnpm 9.15.0" in note and "the repository's test command: pnpm test" in note, note
+    prompt = render("system", None, workdir="/testbed", network=False, scratch_dir=".codeagent-scratch", environment=note)
+    assert note in prompt and "do not reinstall" in prompt
 
 
 @pytest.mark.docker

@@ -82,16 +82,6 @@ class Runner:
 
 
 @dataclass(frozen=True)
-class Refusal:
-    """What an untrusted repository may not have fetched: files matching `files` whose text matches
-    `pattern` (none: their presence) would run its code while the fetch has network; `why` says so."""
-
-    files: str
-    why: str
-    pattern: str = ""
-
-
-@dataclass(frozen=True)
 class Missing:
     """A build's output naming what the fetch missed (`pattern`, named groups), and the declarative step
     that fetches one (`fetch`, formatted with the groups) before the build runs again."""
@@ -125,7 +115,6 @@ class Toolchain:
     fetch: str = ""  # with network, in the repository: declarative downloads only (no repository code)
     fetch_trusted: str = ""  # what a trusted repository's fetch runs instead (its install scripts on)
     build: str = ""  # without network, after the fetch: install from the caches, compile once
-    refuse_untrusted: tuple[Refusal, ...] = ()
     missing: Missing | None = None
     test_command: str = ""
     test_report: ReportRecipe | None = None
@@ -171,8 +160,6 @@ def load_toolchain(data: dict) -> Toolchain:
         variants=tuple(_variant(variant) for variant in data.get("variants") or ()),
         dependency_files=tuple(map(str, data.get("dependency_files") or ())), hide=tuple(map(str, data.get("hide") or ())),
         fetch=_text(data, "fetch"), fetch_trusted=_text(data, "fetch_trusted"), build=_text(data, "build"),
-        refuse_untrusted=tuple(Refusal(**{key: str(value) for key, value in rule.items()})
-                               for rule in data.get("refuse_untrusted") or ()),
         missing=Missing(str(missing["pattern"]), str(missing["fetch"])) if missing else None,
         test_command=_text(data, "test_command"), test_report=_report(data.get("test_report")),
         runners=tuple(_runner(runner) for runner in data.get("runners") or ()),

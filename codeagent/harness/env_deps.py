@@ -6,11 +6,10 @@ repository, env_language for a language task), built with harness/layers.py:
                  package manager at `packageManager`); what it installed is noted in the image's labels
     dependencies one per toolchain with a `fetch`: the repository copied in, with network, and declarative
                  fetches only: lockfile-driven installs with install scripts off, `cargo fetch`, `go mod
-                 download`, Maven's resolver. The tools' own configuration that names programs to run
-                 (`hide`: .cargo/config.toml, .mvn/, .yarnrc) is set aside while it runs, and a repository
-                 whose manifests would run code while resolving (`refuse_untrusted`: Maven build
-                 extensions) is not fetched at all. A trusted repository runs `fetch_trusted` instead
-                 (install scripts on). Keyed by the dependency files, so neighbouring commits share it.
+                 download`, Maven's resolver with the poms' build extensions taken out. The tools' own
+                 configuration that names programs to run (`hide`: .cargo/config.toml, .mvn/, .yarnrc) is set
+                 aside while it runs. A trusted repository runs `fetch_trusted` instead (install scripts
+                 on). Keyed by the dependency files, so neighbouring commits share it.
     build        the primary's `build`, with NO network: install from the caches, compile once (`cargo
                  test --no-run`, `go test` of every package, `mvn test-compile`, the CMake build tree), so a
                  sandbox or a graded run compiles only what changed. The repository's own code may run here;
@@ -108,20 +107,10 @@ def dependency_key(tool: Toolchain, files: RepoFiles) -> dict[str, str]:
 
 @dataclass
 class Fetch:
-    """The dependencies step of one toolchain: `layer` (None: none to run) and why it is not run ('')."""
+    """The dependencies step of one toolchain: `layer` (None: none to run) and what it does, in one line."""
 
     layer: Layer | None
-    refused: str = ""
-    what: str = ""  # one line: what it installs, and how
-
-
-def refusal(tool: Toolchain, files: RepoFiles) -> str:
-    """Why an untrusted repository's dependencies are not fetched ('' they are)."""
-    for rule in tool.refuse_untrusted:
-        for path in files.matching([rule.files]):
-            if not rule.pattern or re.search(rule.pattern, files.text(path)):
-                return f"{path}: {rule.why}"
-    return ""
+    what: str = ""
 
 
 def fetch_step(found: Detected, parent: str, snap: RepoSnapshot, files: RepoFiles, trusted: bool) -> Fetch:
@@ -132,8 +121,6 @@ def fetch_step(found: Detected, parent: str, snap: RepoSnapshot, files: RepoFile
     key = dependency_key(tool, files)
     if not fetch or not key:
         return Fetch(None)
-    if not trusted and (why := refusal(tool, files)):
-        return Fetch(None, refused=why)
     hide = "" if trusted else "\n".join(
         f'if [ -e {shlex.quote(path)} ]; then mkdir -p "{HIDDEN}/$(dirname {shlex.quote(path)})"; '
         f"mv {shlex.quote(path)} {HIDDEN}/{shlex.quote(path)}; fi" for path in tool.hide)

@@ -34,6 +34,7 @@ __all__ = ["APT", "LEAN", "Detected", "Environment", "TestReport", "detect", "de
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TAIL_LINES = 30
+RETRY_AFTER = 3600  # seconds before a step that failed is built again (its warning is said meanwhile)
 
 
 @dataclass
@@ -121,6 +122,11 @@ class _Chain:
         if not self.build:
             return b""
         path = log_path(layer.tag)
+        failed = path.with_suffix(".failed")
+        if failed.exists() and time.time() - failed.stat().st_mtime < RETRY_AFTER and not image_exists(layer.tag):
+            self.warnings.append(f"{failed.read_text()}\n  (as it failed at {time.strftime('%H:%M', time.localtime(failed.stat().st_mtime))}"
+                                 f"; tried again {RETRY_AFTER // 60} minutes after, or at once without {failed})")
+            raise _Failed
         if self.log and not step.startswith("environment") and not image_exists(layer.tag):
             self.log(f"building the {step} layer (once; minutes; log: {path})…")
         try:
@@ -129,6 +135,8 @@ class _Chain:
             raise
         except self.errors as error:
             self.warnings.append(failure(step, error, getattr(error, "log_path", None) or path))
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            failed.write_text(self.warnings[-1])  # not tried again at every start: said again instead
             raise _Failed from error
         if result.built:
             self.built.append(layer.tag)
@@ -147,7 +155,7 @@ class _Chain:
             built, output = with_missing(found, fetched, layer, lambda each: self.run(f"{found.name} build", each))
         except (_Failed, LayerNeeds):
             return None
-        kept = log_path(built.tag).with_suffix(".warning")
+        kept = build_warning(layer.tag)
         status = build_failed(output) if output else 0
         if status:
             warning = failure(f"{found.name} build (it exited {status}; what it built is kept)",
@@ -159,6 +167,11 @@ class _Chain:
         return built.tag
 
 
+def build_warning(tag: str) -> Path:
+    """Where what a build layer's build said it failed is kept (said at every start)."""
+    return log_path(tag).with_suffix(".warning")
+
+
 def _configured_or_detected(snap: RepoSnapshot, image: str | None, base: str | None, build: bool,
                             log: Callable[[str], None] | None, trusted: bool) -> Environment:
     if image:
@@ -167,9 +180,13 @@ def _configured_or_detected(snap: RepoSnapshot, image: str | None, base: str | N
     base = base or base_image_tag()
     if not detection.installed:
         return Environment(None, f"environment: python (no other toolchain detected) on {base}")
+    started, files, chain = time.monotonic(), RepoFiles(snap), _Chain(build, log)
+    cached = _cached(detection, snap, files, base, trusted) if build else None
+    if cached is not None:  # every layer is there: two questions to the engine, not one per layer
+        cached.seconds = time.monotonic() - started
+        return cached
     if build:
         require_image(base)  # no base image: the same one line as any sandbox (`codeagent sandbox build`)
-    started, files, chain = time.monotonic(), RepoFiles(snap), _Chain(build, log)
     primary, top, installed = detection.primary, base, []
     for found in detection.installed:  # the primary's first
         layer = toolchain_layer(found, top)
@@ -187,10 +204,7 @@ def _configured_or_detected(snap: RepoSnapshot, image: str | None, base: str | N
     unfetched = False  # the primary's dependencies are not there: its build would fail for that alone
     for found in installed:
         step = fetch_step(found, top, snap, files, trusted)
-        if step.refused:
-            chain.warnings.append(f"the {found.name} dependencies were not fetched: {step.refused}; trust the "
-                                  "repository (trusted_projects in your config, or --trust) to fetch them")
-        elif step.layer is not None and chain.tried(f"{found.name} dependencies", step.layer):
+        if step.layer is not None and chain.tried(f"{found.name} dependencies", step.layer):
             top = step.layer.tag
             fetched = top if found is primary else fetched
             said.append(step.what)
@@ -206,14 +220,46 @@ def _configured_or_detected(snap: RepoSnapshot, image: str | None, base: str | N
     return environment
 
 
+def _cached(detection: Detection, snap: RepoSnapshot, files: RepoFiles, base: str, trusted: bool) -> Environment | None:
+    """The environment when every step succeeded before and its last layer is there (None: build, or say why not)."""
+    top = base
+    for found in detection.installed:
+        top = toolchain_layer(found, top).tag
+    said, fetched = [], None
+    for found in detection.installed:
+        step = fetch_step(found, top, snap, files, trusted)
+        if step.layer is not None:
+            top = step.layer.tag
+            fetched = top if found is detection.primary else fetched
+            said.append(step.what)
+    warnings = []
+    if detection.primary is not None and (layer := build_layer(detection.primary, top, snap, files)) is not None:
+        top = layer.tag
+        warnings = [build_warning(top).read_text()] if build_warning(top).exists() else []
+    final = note_tag(top, said, warnings)
+    if not image_exists(final):
+        return None
+    chain = _Chain(True, None)
+    chain.warnings = warnings
+    return _described(detection, detection.installed, base, top, said, chain, files, notes=image_notes(final))
+
+
+def note_tag(top: str, said: list[str], warnings: list[str]) -> str:
+    """The last layer's tag: what it stands on and what its note says (the rest follows from `top`)."""
+    return f"codeagent/lang-env:{digest(top, said, [w.splitlines()[0] for w in warnings])}"
+
+
 def _described(detection: Detection, installed: list[Detected], base: str, top: str, said: list[str], chain: _Chain,
-               files: RepoFiles) -> Environment:
+               files: RepoFiles, notes: dict[str, str] | None = None) -> Environment:
     """The environment line, and the note the agent's prompt reads (a last small layer holds it)."""
     primary = detection.primary
-    notes = image_notes(top) if chain.build and image_exists(top) else {}
+    if notes is None:
+        notes = image_notes(top) if chain.build and image_exists(top) else {}
     versions = [notes.get(slug(found.toolchain.name)) or found.label for found in installed]
     versions += [notes[name] for found in installed if found.variant and (name := slug(found.variant.name)) in notes]
     versions = [", ".join(line.strip() for line in text.splitlines() if line.strip()) for text in versions]
+    versions += [f"the repository states {found.toolchain.name} {found.version}; this image has Debian's (no other is "
+                 f"reachable here)" for found in installed if found.version and not found.toolchain.version_install]
     test = human_test_command(primary, files) if primary else "python -m pytest"
     what = primary.label if primary else "python"
     why = ", ".join(dict.fromkeys(found.because for found in installed))
@@ -221,9 +267,9 @@ def _described(detection: Detection, installed: list[Detected], base: str, top: 
                       *(f"- dependencies: {line}" for line in said),
                       f"- the repository's test command: {test}",
                       *(["- not set up (see the warnings): " + w.splitlines()[0] for w in chain.warnings])])
-    final = Layer(tag=f"codeagent/lang-env:{digest(top, note)}", parent=top, script="true", network=False,
+    final = Layer(tag=note_tag(top, said, chain.warnings), parent=top, script="true", network=False,
                   final_files={ENVIRONMENT_NOTE: note.encode()})
-    if chain.tried("environment note", final):
+    if (chain.build and image_exists(final.tag)) or chain.tried("environment note", final):
         top = final.tag
     line = f"environment: {what} ({why}) on {base}, image {top}; {'; '.join(versions)}"
     return Environment(top, line, primary, "", chain.built, 0.0, chain.warnings, test, versions)
