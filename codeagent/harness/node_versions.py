@@ -5,7 +5,8 @@ Run inside a toolchain layer's build container (stdlib only: `python3 -I -S node
 env_toolchain.py ships it in), and imported on the host by the tests. STATED is what the repository says
 (`.nvmrc`, `.node-version`, `engines.node`, `volta.node`: `20`, `v20.11.1`, `^20 || >=22`, `lts/*`,
 `lts/iron`); when nothing satisfies it, DEFAULT is used and the fallback is said in one line. What was
-installed, and why, is written to /etc/codeagent/notes/node for the environment line.
+installed, and why, is written to /etc/codeagent/notes/node for the environment line. npm: the newest of
+the majors Node bundles (NPM_MAJOR at most) whose `engines.node` accepts the chosen Node.
 
 The range grammar is npm's (node-semver): `||` alternatives, space-separated comparators, `^`, `~`, x-ranges
 (`20`, `20.x`, `*`), hyphen ranges, `<`, `<=`, `>`, `>=`, `=`. Pre-releases are never chosen.
@@ -33,6 +34,9 @@ CODENAMES = {"argon": 4, "boron": 6, "carbon": 8, "dubnium": 10, "erbium": 12, "
 _PARTIAL = r"[vV=]?\s*([0-9xX*]+)(?:\.([0-9xX*]+)(?:\.([0-9xX*]+)(?:-[0-9A-Za-z.-]+)?)?)?(?:\+[0-9A-Za-z.-]+)?"
 _COMPARATOR = re.compile(rf"^(<=|>=|<|>|=|\^|~>?|)\s*{_PARTIAL}$")
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+# npm's newest major that Node's release lines bundle: a newer one changes defaults a lockfile was made
+# under (npm 12 refuses a lockfile's remote tarballs); `packageManager: npm@X` installs X all the same
+NPM_MAJOR = 11
 
 Version = tuple[int, int, int]
 
@@ -194,7 +198,8 @@ def install(stated: str, default: str) -> str:
     name = next(key for key in releases if parse_version(key) == chosen)
     _extract(_fetch(releases[name]), PREFIX, lambda path: path.startswith(("bin/", "include/", "share/")))
     npm = _packument("npm")["versions"]
-    fits = [key for key, meta in npm.items() if parse_version(key) and _engine_allows(meta, chosen)]
+    fits = [key for key, meta in npm.items() if (version := parse_version(key)) and version[0] <= NPM_MAJOR
+            and _engine_allows(meta, chosen)]
     if fits:
         newest = max(fits, key=lambda key: parse_version(key) or (0, 0, 0))
         folder = os.path.join(PREFIX, "lib", "node_modules", "npm")
