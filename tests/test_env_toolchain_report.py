@@ -70,6 +70,12 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
     ({"package.json": package({"test": "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js --run && vitest "
                                        "--run --typecheck.only"}), "yarn.lock": "__metadata:\n  version: 8\n"},
      "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js run --reporter=json", "vitest_json"),
+    # a task runner's file: the command it runs, as the developer who wrote it runs it
+    ({"package.json": package({"test": "npx jake test"}, {"mocha": "10", "jake": "10"}),
+      "jakefile.js": "task('testOnly', function () {\n  exec(path.join('./node_modules/.bin/mocha --u tdd'));\n});\n"},
+     "./node_modules/.bin/mocha --reporter json --u tdd", "mocha_json"),
+    ({"package.json": package({"test": "make test"}, {"mocha": "10"}), "Makefile": "test:\n\tmocha -R spec test/\n"},
+     "npx --no-install mocha --reporter json test/", "mocha_json"),
     # pnpm's `run /regex/`, and a wrapper of node's own runner
     ({"package.json": package({"test": "pnpm run /^test:/", "test:lint": "oxlint", "test:unit": "bnt --coverage 100"}),
       "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},

@@ -1,8 +1,9 @@
 """A repository's test command, found the way a developer finds it, and its graded form (`test_report`).
 
 - Node: package.json's `test` script, followed through the scripts it runs (`npm run x`, `pnpm x`,
-  `yarn x`, `run-s`/`run-p`/`npm-run-all`) to the runner (jest, vitest, mocha, ava, tape, node's own);
-  else a runner among the dependencies (a wrapper such as `ts-scripts test` runs the project's own
+  `yarn x`, `run-s`/`run-p`/`npm-run-all`) to the runner (jest, vitest, mocha, ava, tape, node's own),
+  else to the runner a task file starts (a Makefile's recipe, a jakefile's command string), else a runner
+  among the dependencies (a wrapper such as `ts-scripts test` runs the project's own
   vitest), else one whose configuration file is at the top. The graded form runs that runner the way the
   script does (its environment assignments, `cross-env`'s too, and its own arguments, watch and
   reporter flags aside) with a reporter its parser reads, through the package manager's `exec`, after
@@ -30,6 +31,7 @@ NESTED = re.compile(r"^(?:npm|pnpm|yarn|bun)\s+(?:run(?:-script)?\s+)?(/[^/\s]+/
 DROPPED = re.compile(r"^(?:--watch(?:All)?|-w|--run|--ui|--reporters?(?:=.*)?|-R|--json|--ci|--outputFile(?:=.*)?|"
                      r"--silent)$")
 VALUED = {"--reporter", "--reporters", "-R", "--outputFile"}  # a dropped flag whose value is the next word
+TASK_FILES = ("Makefile", "makefile", "jakefile.js", "Jakefile", "Gruntfile.js", "gulpfile.js", "gulpfile.mjs")
 SUBCOMMANDS = {"vitest": {"run", "watch", "dev", "related"}, "tap": {"run"}}
 
 
@@ -95,7 +97,7 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
     manifest = files.json(tool.runners_from)
     raw = manifest.get("scripts")
     scripts = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
-    hit = _in_scripts(tool.runners, scripts, "test", set())
+    hit = _in_scripts(tool.runners, scripts, "test", set()) or _in_task_files(tool.runners, files)
     if hit is None:
         names: set[str] = set()
         for key in ("devDependencies", "dependencies"):
@@ -153,6 +155,19 @@ def _in_scripts(runners: tuple[Runner, ...], scripts: dict[str, str], name: str,
                     found = _in_scripts(runners, scripts, key.strip("'\""), seen)
                     if found is not None:
                         return found
+    return None
+
+
+def _in_task_files(runners: tuple[Runner, ...], files: RepoFiles) -> _Found | None:
+    """The runner a task file at the top starts (a Makefile's recipe line, a jakefile's or Gruntfile's
+    command string: `exec('./node_modules/.bin/mocha --u tdd')`), with its arguments."""
+    for name in TASK_FILES:
+        text = files.text(name) if name in files.top else ""
+        for command in re.findall(r"""^\t+(.+)$|'([^'\n]+)'|"([^"\n]+)"|`([^`\n]+)`""", text, re.M):
+            for segment in SEPARATORS.split(next(part for part in command if part)):
+                found = _in_segment(runners, segment.strip())
+                if found is not None:
+                    return found
     return None
 
 
