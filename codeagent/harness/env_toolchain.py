@@ -34,6 +34,7 @@ __all__ = ["APT", "LEAN", "Detected", "Environment", "TestReport", "detect", "de
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TAIL_LINES = 30
+PROGRESS = re.compile(r"^\s*(Progress: |\++\s*$)")  # a package manager's progress lines say nothing of a failure
 RETRY_AFTER = 3600  # seconds before a step that failed is built again (its warning is said meanwhile)
 
 
@@ -97,7 +98,7 @@ def failure(step: str, error: Exception, path: Path | None) -> str:
     """What failed, where its full log is, and the log's last lines."""
     output = getattr(error, "output", b"") or b""
     text = ANSI.sub("", output.decode("utf-8", errors="replace") if output else str(error))
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()][-TAIL_LINES:]
+    lines = [line.rstrip() for line in text.splitlines() if line.strip() and not PROGRESS.match(line)][-TAIL_LINES:]
     where = f"; full log: {path}" if path and path.exists() else ""
     return f"the {step} step failed{where}; its last lines:\n" + "\n".join(f"  | {line}" for line in lines)
 
