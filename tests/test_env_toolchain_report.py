@@ -70,6 +70,10 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
     ({"package.json": package({"test": "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js --run && vitest "
                                        "--run --typecheck.only"}), "yarn.lock": "__metadata:\n  version: 8\n"},
      "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js run --reporter=json", "vitest_json"),
+    # the build the script runs before the tests (not its lint)
+    ({"package.json": package({"test": "npm run lint && pnpm run build && pnpm run test-only", "lint": "eslint .",
+                               "build": "tsup src", "test-only": "vitest run"}), "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},
+     "pnpm run build; pnpm exec vitest run --reporter=json", "vitest_json"),
     # a task runner's file: the command it runs, as the developer who wrote it runs it
     ({"package.json": package({"test": "npx jake test"}, {"mocha": "10", "jake": "10"}),
       "jakefile.js": "task('testOnly', function () {\n  exec(path.join('./node_modules/.bin/mocha --u tdd'));\n});\n"},

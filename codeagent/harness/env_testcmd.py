@@ -5,9 +5,9 @@
   else to the runner a task file starts (a Makefile's recipe, a jakefile's command string), else a runner
   among the dependencies (a wrapper such as `ts-scripts test` runs the project's own
   vitest), else one whose configuration file is at the top. The graded form runs that runner the way the
-  script does (its environment assignments, `cross-env`'s too, and its own arguments, watch and
-  reporter flags aside) with a reporter its parser reads, through the package manager's `exec`, after
-  the `pretest` script when there is one.
+  script does (the build steps it runs first, its environment assignments, `cross-env`'s too, and its
+  own arguments, watch and reporter flags aside) with a reporter its parser reads, through the package
+  manager's `exec`, after the `pretest` script when there is one.
 - Make: the `test` target, else `check`. Go, Cargo (its whole workspace), Maven (every module), CMake
   (CTest): languages/*.yaml's commands.
 
@@ -16,6 +16,7 @@ Read from git objects (env_detect.RepoFiles), never from a checkout.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ NESTED = re.compile(r"^(?:npm|pnpm|yarn|bun)\s+(?:run(?:-script)?\s+)?(/[^/\s]+/
 DROPPED = re.compile(r"^(?:--watch(?:All)?|-w|--run|--ui|--reporters?(?:=.*)?|-R|--json|--ci|--outputFile(?:=.*)?|"
                      r"--silent)$")
 VALUED = {"--reporter", "--reporters", "-R", "--outputFile"}  # a dropped flag whose value is the next word
+# a step a test script runs before its runner that the tests need (a build), not one that only checks
+BUILDING = re.compile(r"\b(build|compile|prepare|generate|codegen|bundle|tsup|rollup|webpack|esbuild|babel)\b")
+CHECKING = re.compile(r"\b(lint|eslint|prettier|format|tsc --noEmit|type-?check|size)\b")
 TASK_FILES = ("Makefile", "makefile", "jakefile.js", "Jakefile", "Gruntfile.js", "gulpfile.js", "gulpfile.mjs")
 SUBCOMMANDS = {"vitest": {"run", "watch", "dev", "related"}, "tap": {"run"}}
 
@@ -90,6 +94,7 @@ class _Found:
     env: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     launcher: tuple[str, ...] = ()  # how the script starts it, when not by its name (`node --expose-gc path/cli.js`)
+    before: tuple[str, ...] = ()  # the build steps the scripts run before it (`pnpm run build && vitest run`)
 
 
 def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
@@ -123,6 +128,8 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
     command = f"{prefix} {command}" if prefix else command
     if hit.args:
         command += " " + " ".join(shlex.quote(arg) for arg in hit.args)
+    if hit.before:
+        command = "; ".join([*hit.before, command])
     if "pretest" in scripts and not whole:  # `npm test` runs it itself
         command = f"{run} pretest; {command}"
     return ReportRecipe(command, hit.runner.test_report.log_parser)
@@ -144,17 +151,19 @@ def _in_scripts(runners: tuple[Runner, ...], scripts: dict[str, str], name: str,
     if name in seen or name not in scripts:
         return None
     seen.add(name)
-    for segment in SEPARATORS.split(scripts[name].strip()):
+    segments = SEPARATORS.split(scripts[name].strip())
+    for number, segment in enumerate(segments):
+        built = tuple(step for step in segments[:number] if BUILDING.search(step) and not CHECKING.search(step))
         found = _in_segment(runners, segment)
         if found is not None:
-            return found
+            return dataclasses.replace(found, before=built)
         nested = NESTED.match(segment.strip())
         if nested:
             for inner in (nested.group(1) or nested.group(2) or "").split():
                 for key in _scripts_named(inner, scripts):
                     found = _in_scripts(runners, scripts, key.strip("'\""), seen)
                     if found is not None:
-                        return found
+                        return dataclasses.replace(found, before=built + found.before)
     return None
 
 
