@@ -50,7 +50,7 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
      "npx --no-install vitest run --reporter=json", "vitest_json"),
     ({"package.json": package({"test": "node --test test/"})}, "NODE_OPTIONS=--test-reporter=tap npm run test", "tap"),
     # a lockfile: the package manager runs the binary; nothing is installed before the tests
-    ({"package.json": package({"test": "jest"}), "yarn.lock": "# yarn lockfile v1\n"}, "yarn jest --ci --json",
+    ({"package.json": package({"test": "jest"}), "yarn.lock": "# yarn lockfile v1\n"}, "yarn --silent jest --ci --json",
      "jest_json"),
     ({"package.json": package({"test": "vitest run"}), "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},
      "pnpm exec vitest run --reporter=json", "vitest_json"),
