@@ -22,7 +22,9 @@ import time
 import uuid
 from pathlib import Path
 
-from codeagent.harness.env_toolchain import dependencies_layer, detect, resolve, toolchain_layer
+from codeagent.harness.env_deps import fetch_step
+from codeagent.harness.env_detect import RepoFiles
+from codeagent.harness.env_toolchain import detect, resolve, toolchain_layer
 from codeagent.harness.layers import build_layer
 from codeagent.sandbox import open_sandbox, snapshot
 from codeagent.sandbox.engine import docker_client
@@ -59,7 +61,7 @@ def first_build(snap) -> float:
     layer = toolchain_layer(found, base)
     layer = dataclasses.replace(layer, tag=f"codeagent/bench-{layer.tag.split('/')[1].split(':')[0]}:{nonce}",
                                 script=f": bench {nonce}\n{layer.script}")
-    deps = dependencies_layer(found, layer.tag, snap)
+    deps = fetch_step(found, layer.tag, snap, RepoFiles(snap), trusted=False).layer
     started = time.perf_counter()
     try:
         build_layer(layer)

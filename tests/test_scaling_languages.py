@@ -44,7 +44,7 @@ def test_the_regression_verifier_sees_a_go_patch_that_breaks_a_passing_test(make
     snap = snapshot(repo)
     task = Task(repo=str(repo), problem_statement="Sub is undocumented", base_commit=snap.commit)
     image = resolve(snap).image
-    assert image is not None and image.startswith("codeagent/lang-go")
+    assert image is not None and image.startswith("codeagent/lang-")
     calc = (repo / "calc.go").read_text()
     with open_sandbox(snap, image=image) as sandbox:  # one harmless patch, one that breaks Add
         sandbox.write_file("calc.go", calc.replace("// Sub returns", "// Sub returns the difference:").encode())

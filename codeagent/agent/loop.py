@@ -25,6 +25,7 @@ from ..events import EventBus, Finished, RunStarted
 from ..hooks import Hooks
 from ..models import Model, ModelError, Sampling
 from ..sandbox import PatchTooLarge, Sandbox, SandboxError
+from ..sandbox.workspace import environment_note
 from ..status import ExitStatus
 from ..task import Task
 from ..tools.base import ToolContext, ToolSettings
@@ -215,7 +216,8 @@ class Agent(Stepping):
 
     def _initial_messages(self, task: Task, sandbox: Sandbox, localization: str) -> list[dict]:
         agent = self.config.agent
-        values = dict(workdir=sandbox.workdir, network=self.config.sandbox.network, scratch_dir=agent.scratch_dir)
+        values = dict(workdir=sandbox.workdir, network=self.config.sandbox.network, scratch_dir=agent.scratch_dir,
+                      environment=environment_note(sandbox))  # the image's toolchains and test command
         system = render(self.role, agent.prompts_dir, instructions=self._instructions, interactive=self.interactive,
                         mode=self.mode, skills=self.skills, **values)
         instance = render("instance", agent.prompts_dir, problem_statement=task.problem_statement,

@@ -68,27 +68,39 @@ def sandbox_build(force: bool, prefer: str, suite: str | None) -> None:
 @click.option("--network", is_flag=True, help="Give the sandbox network access (off by default).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def sandbox_run(repo, example, commit, kind, timeout, network, command) -> None:
-    """Start a sandbox on a repository and run COMMAND in it (an example's own tests by default)."""
+    """Start a sandbox on a repository and run COMMAND in it (default: the repository's own tests, their
+    results parsed and counted; an example's own tests)."""
     from ..sandbox import Limits, open_sandbox
 
     if bool(repo) == bool(example):
         raise click.UsageError("give exactly one of --repo or --example")
+    report = None
     with _user_errors():
         if example:
             from ..run.examples import example_repo, example_task
 
             repo = str(example_repo(example))
             command = command or (example_task(example)["test_command"],)
+        options: dict[str, object] = {"limits": Limits(network=network)} if kind == "docker" else {}
+        if not example:
+            from ..sandbox import snapshot
+
+            repo = snap = snapshot(repo, commit)
+            if not command:
+                from ..run.repo_env import repository_tests
+
+                report = repository_tests(snap)
+                if report is None:
+                    raise click.UsageError("no test command found for this repository: give a COMMAND to run (after --)")
+                command = (report.command,)
+                click.echo(f"the repository's tests: {report.command} (read as {report.log_parser})", err=True)
         if not command:
             raise click.UsageError("give a COMMAND to run (after --)")
-        options: dict[str, object] = {"limits": Limits(network=network)} if kind == "docker" else {}
         if kind == "docker" and not example:  # the repository's toolchain (or sandbox.image), said in one line
             from ..config import load_config
             from ..run.repo_env import repository_environment
-            from ..sandbox import snapshot
 
-            repo = snapshot(repo, commit)
-            options["image"] = repository_environment(repo, load_config(None, None),
+            options["image"] = repository_environment(snap, load_config(None, None),
                                                       lambda line: click.echo(line, err=True)).image
         if kind == "local":
             click.echo("warning: local sandbox: commands run on this machine with no isolation", err=True)
@@ -99,6 +111,10 @@ def sandbox_run(repo, example, commit, kind, timeout, network, command) -> None:
 
     output = result.output if not sys.stdout.isatty() else visible(result.output)  # shown on a terminal, not obeyed
     click.echo(output, nl=not output.endswith("\n"))
+    if report is not None:
+        from ..run.repo_env import counted
+
+        click.echo(counted(report, result.output), err=True)
     if result.timed_out:
         click.echo(f"timed out after {timeout:g}s (process tree killed)", err=True)
         sys.exit(124)

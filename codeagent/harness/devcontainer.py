@@ -29,7 +29,7 @@ from ..git_args import end_of_options
 from ..sandbox.engine import docker_client
 from ..sandbox.images import image_exists
 from ..sandbox.workspace import RepoSnapshot
-from .layers import Layer, LayerBuildError, build_layer
+from .layers import BUILD_LIMITS, Layer, LayerBuildError, build_layer
 
 PATHS = (".devcontainer/devcontainer.json", ".devcontainer.json")
 DOCKERFILE = ".codeagent-devcontainer.Dockerfile"  # the Dockerfile's copy in the build context
@@ -201,7 +201,9 @@ def _dockerfile_image(found: Devcontainer, snap: RepoSnapshot, build: bool, log:
     stream = docker_client().api.build(
         fileobj=buffer, custom_context=True, dockerfile=DOCKERFILE, tag=tag, buildargs=dict(found.args),
         target=found.target or None, rm=True, forcerm=True, network_mode="bridge", decode=True, timeout=BUILD_TIMEOUT,
-        labels={"codeagent.devcontainer": found.path})
+        labels={"codeagent.devcontainer": found.path},
+        # the builder's containers take no capability options: the build limits at least (layers.py)
+        container_limits={"memory": _bytes(BUILD_LIMITS.memory), "memswap": _bytes(BUILD_LIMITS.memory)})
     error = ""
     for chunk in stream:
         for line in str(chunk.get("stream") or "").splitlines():
@@ -248,3 +250,10 @@ def _digest(*parts: Any) -> str:
 
 def _git(snap: RepoSnapshot, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", f"--git-dir={snap.git_dir}", *args], capture_output=True)
+
+
+def _bytes(size: str) -> int:
+    """`8g` -> bytes (the engine's build API wants a number)."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = size.strip().lower()
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)

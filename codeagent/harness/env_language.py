@@ -1,34 +1,40 @@
 """The images of a language task (a Go, Rust, JavaScript, Java or C/C++ repository; its spec: lang_specs.py):
 
     base -> toolchain (languages/*.yaml's recipe, at the spec's toolchain_version where the recipe can
-    install one, else the one the repository states, else Debian's: the layer a user's repository gets)
+    install one, else the one the repository states, else the recipe's default or Debian's: the layer a
+    user's repository gets, env_deps.py)
          -> system packages (when the spec lists some)
-         -> dependencies (only when the spec sets no `install`: the toolchain's own fetch, keyed by the
-            manifests, so neighbouring commits share it)
-         -> instance (the repository at its base commit in /testbed, then pre_install and install)
+         -> dependencies (only when the spec sets no `install`: the toolchain's declarative fetch, install
+            scripts off, keyed by the dependency files, so neighbouring commits share it)
+         -> instance (the repository at its base commit in /testbed, then pre_install, then the spec's
+            `install` with network, or else the toolchain's `build` WITHOUT network: installed from the
+            caches and compiled once, so a graded run compiles only what the patch changed and never
+            installs again)
 
-Every layer is built with the network and committed only when its step succeeds (harness/layers.py);
-its tag is the hash of what defines it, so nothing is built twice. Containers of the finished image
-(the agent's sandbox, the grading run) have no network.
+A layer is committed only when its step succeeds (harness/layers.py), except a `build` that fails, which
+is kept as it is (the graded run shows what does not compile); its tag is the hash of what defines it,
+so nothing is built twice. Containers of the finished image (the agent's sandbox, the grading run) have
+no network. A mined repository is never trusted here: its code never runs with network.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..code.languages import toolchains
-from ..git_args import end_of_options
-from ..sandbox.workspace import RepoSnapshot, snapshot
+from ..sandbox.workspace import ENVIRONMENT_NOTE, RepoSnapshot, snapshot
 from ..task import Task
-from .env_toolchain import APT, LEAN, Detected, dependencies_layer, detect, toolchain_layer
+from .env_deps import APT, LEAN, build_script, fetch_step, missing_in, toolchain_layer, with_missing
+from .env_detect import Detected, RepoFiles, detect_all, stated, variant_of
+from .env_testcmd import human_test_command
 from .environment import ENVIRONMENT_COMMIT, base_image, layer_tag
 from .lang_specs import LanguageSpec
-from .layers import Layer, LayerBuildError, build_layer
+from .layers import Layer, LayerBuildError, LayerNeeds, build_layer, image_notes
 
 PACKAGES_IMAGE = "codeagent/lang-packages"
 INSTANCE_IMAGE = "codeagent/lang-instance"
@@ -46,12 +52,6 @@ class LanguageTaskImages:
     seconds: float
 
 
-def _top_names(snap: RepoSnapshot) -> set[str]:
-    listing = subprocess.run(["git", f"--git-dir={snap.git_dir}", "ls-tree", "-z", "--name-only", *end_of_options(),
-                              snap.commit], capture_output=True, text=True, errors="surrogateescape")
-    return set(listing.stdout.split("\0")) - {""} if listing.returncode == 0 else set()
-
-
 def installs_versions(language: str) -> bool:
     """Can the toolchain install a stated version (its recipe has a `version_install`)? Else Debian's is used."""
     return any(tool.name == language and tool.version_install for tool in toolchains())
@@ -60,17 +60,24 @@ def installs_versions(language: str) -> bool:
 def toolchain_of(spec: LanguageSpec, snap: RepoSnapshot) -> Detected:
     """The spec's toolchain, its variant chosen by the repository's files (a lockfile), its version:
     the spec's toolchain_version where the recipe can install one, else the one the repository states
-    ('' none: Debian's)."""
+    ('' none: the recipe's default, or Debian's)."""
     tool = next(tool for tool in toolchains() if tool.name == spec.language)  # lang_specs checked the name
-    found = detect(snap)
-    if found is not None and found.toolchain.name == tool.name:
-        variant, version, version_file = found.variant, found.version, found.version_file
+    found = next((item for item in detect_all(snap).installed if item.toolchain.name == tool.name), None)
+    if found is None:
+        files = RepoFiles(snap)
+        variant = variant_of(tool, files)
+        version, version_file = stated(tool.versions, files)
+        pm_version, pm_file = stated(variant.versions, files) if variant else ("", "")
+        found = Detected(tool, "spec", variant, version, version_file,
+                         pm_version or (variant.default_version if variant else ""), pm_file)
     else:
-        top = _top_names(snap)
-        variant, version, version_file = next((v for v in tool.variants if v.when in top), None), "", ""
+        found = dataclasses.replace(found)
+    found.because = spec.layers[-1] if spec.layers else "spec"
     if spec.toolchain_version and tool.version_install:
-        version, version_file = spec.toolchain_version, ""
-    return Detected(tool, spec.layers[-1] if spec.layers else "spec", variant, version, version_file)
+        found.version, found.version_file = spec.toolchain_version, ""
+    elif not tool.version_install:
+        found.version, found.version_file = "", ""  # not installed: Debian's is used, and said (toolchain_fallback)
+    return found
 
 
 def packages_layer(spec: LanguageSpec, parent: str) -> Layer:
@@ -92,12 +99,37 @@ EXCLUDE_INSTALLED = ("git -c core.quotePath=false ls-files --others --exclude-st
                      r"sed -e 's/[][*?!#\\]/\\&/g' -e 's|^|/|' >> .git/info/exclude")
 
 
-def instance_layer(spec: LanguageSpec, parent: str, source: RepoSnapshot) -> Layer:
-    steps = ["cd /testbed", *spec.pre_install, *(spec.install or []), RESTORE_LOCKFILES, EXCLUDE_INSTALLED,
+def instance_layer(spec: LanguageSpec, parent: str, source: RepoSnapshot, found: Detected | None = None,
+                   note: str = "") -> Layer:
+    """The repository in /testbed, then pre_install and the spec's install (with network), or else the
+    toolchain's build of `found` (without)."""
+    build = build_script(found) if found is not None and spec.install is None else ""
+    steps = ["cd /testbed", *spec.pre_install, *(spec.install or []), *([build, "cd /testbed"] if build else []),
+             RESTORE_LOCKFILES, EXCLUDE_INSTALLED,
              ENVIRONMENT_COMMIT]  # the install's edits of tracked files are part of the base (environment.py)
     script = "\n".join(steps)
     return Layer(tag=layer_tag(INSTANCE_IMAGE, parent, script, spec.env, {}, source), parent=parent,
-                 script=script, env=dict(spec.env), tree=source)
+                 script=script, env=dict(spec.env), tree=source, network=spec.install is not None,
+                 needs=missing_in(found.toolchain) if build and found else None,
+                 final_files={ENVIRONMENT_NOTE: note.encode()} if note else {})
+
+
+def environment_note(found: Detected, image: str, fetched: str) -> str:
+    """What the agent's prompt says of the image: its toolchain, its dependencies, the test command."""
+    try:
+        notes = image_notes(image)
+    except Exception:  # noqa: BLE001 - an image not built (a dry run): no notes
+        notes = {}
+    names = [found.toolchain.name, *([found.variant.name] if found.variant else [])]
+    installed = "; ".join(", ".join(notes[n].split("\n")) for n in map(_slug, names) if n in notes) or found.label
+    return "\n".join([f"- toolchains: {installed}", *([f"- dependencies: {fetched}"] if fetched else []),
+                      f"- the repository's test command: {human_test_command(found)}"])
+
+
+def _slug(name: str) -> str:
+    from .env_deps import slug
+
+    return slug(name)
 
 
 def failed_step(step: str, error: LayerBuildError) -> LayerBuildError:
@@ -126,6 +158,8 @@ def language_images(task: Task, spec: LanguageSpec, log_dir: Path | None = None,
     def build(step: str, layer: Layer) -> str:
         try:
             result = build_layer(layer, log_dir / f"{step}_build.log" if log_dir else None)
+        except LayerNeeds:
+            raise  # what the build lacks: fetched, then built again (with_missing)
         except LayerBuildError as error:
             raise failed_step(step, error) from error
         if result.built:
@@ -136,7 +170,12 @@ def language_images(task: Task, spec: LanguageSpec, log_dir: Path | None = None,
     top = toolchain = build("toolchain", toolchain_layer(found, base))
     if spec.system_packages:
         top = build("packages", packages_layer(spec, top))
-    if spec.install is None and (deps := dependencies_layer(found, top, source)) is not None:
-        top = build("dependencies", deps)
-    instance = build("instance", instance_layer(spec, top, source))
-    return LanguageTaskImages(base, toolchain, top, instance, found, layers, built, time.monotonic() - started)
+    fetched, said = None, ""
+    if spec.install is None:
+        step = fetch_step(found, top, source, RepoFiles(source), trusted=False)
+        if step.layer is not None:
+            top = fetched = build("dependencies", step.layer)
+            said = step.what
+    layer = instance_layer(spec, top, source, found, environment_note(found, toolchain, said))
+    built_layer, _ = with_missing(found, fetched, layer, lambda each: build("instance", each))
+    return LanguageTaskImages(base, toolchain, top, built_layer.tag, found, layers, built, time.monotonic() - started)

@@ -11,11 +11,15 @@ from ..harness.env_toolchain import Environment, resolve
 from ..sandbox import RepoSnapshot, snapshot
 
 
-def repository_environment(snap: RepoSnapshot, config: Config, say: Callable[[str], None]) -> Environment:
+def repository_environment(snap: RepoSnapshot, config: Config, say: Callable[[str], None],
+                           warn: Callable[[str], None] | None = None) -> Environment:
     """The environment of the repository at `snap` under `config` (its sandbox.image, whether the
-    user trusts the repository: trusted_projects, or --trust), said with `say`."""
+    user trusts the repository: trusted_projects, or --trust), said with `say`; what failed to be set
+    up (a step, its log, its last lines) with `warn` (default: `say`, as `warning: ...`)."""
     environment = resolve(snap, config.sandbox.image, log=say, trusted=repository_trusted(config, snap.source))
     say(environment.line)
+    for text in environment.warnings:
+        (warn or (lambda line: say(f"warning: {line}")))(text)
     return environment
 
 
@@ -28,3 +32,28 @@ def with_repository_environment(config: Config, repo: str, commit: str | None,
     if image == config.sandbox.image:
         return config
     return config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"image": image})})
+
+
+def repository_tests(snap: RepoSnapshot):
+    """The repository's own tests in their graded form (a TestReport: command, log parser): its toolchain's
+    (harness/env_testcmd.py), else pytest where its files say so; None when neither is found."""
+    from ..harness.env_toolchain import TestReport, test_report
+    from ..scaling.test_command import detect_in_git
+
+    report = test_report(snap)
+    if report is None and (found := detect_in_git(str(snap.git_dir), snap.commit)):
+        report = TestReport("python", found[0], "pytest")
+    return report
+
+
+def counted(report, output: str) -> str:
+    """One line: how many tests the output reports, by status (its parser's reading)."""
+    from collections import Counter
+
+    from ..harness.log_parsers import parse_log
+
+    statuses = Counter(parse_log(report.log_parser, output).values())
+    if not statuses:
+        return f"tests: none found in the output (read as {report.log_parser})"
+    return "tests: " + ", ".join(f"{count} {status.lower()}" for status, count in statuses.most_common()) + \
+        f" (read as {report.log_parser})"

@@ -42,12 +42,23 @@ URL_PATTERN = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
 # Untracked build debris that never belongs in a patch (the repository's own .gitignore adds more).
 IGNORED_DEBRIS = ("__pycache__/", "*.py[co]", ".pytest_cache/", "*.egg-info/", ".mypy_cache/", ".tox/")
 
-# Run inside the copied tree: make it a repository whose only commit is the task's base.
+# What an environment image installed in the workdir before the tree came (node_modules/, target/): git
+# exclude lines, kept out of the base commit and of every diff (harness/env_deps.py writes it).
+INSTALLED = "/etc/codeagent/installed"
+# What an environment image says of itself for the agent's prompt: its toolchains, how its dependencies
+# were installed, the repository's test command (written by the harness, never by the repository's code).
+ENVIRONMENT_NOTE = "/etc/codeagent/environment.md"
+MAX_NOTE = 4000
+# Run inside the copied tree: make it a repository whose only commit is the task's base. On an image
+# that installed or built in the workdir, the tree's files are then made newer than what was built from
+# another commit's (a compiler that goes by times rebuilds them), and the index refreshed.
 INIT_REPO_SCRIPT = (
-    "git init -q && git config gc.auto 0 && git config core.fileMode true && "
+    f"git init -q && {{ [ ! -f {INSTALLED} ] || cat {INSTALLED} >> .git/info/exclude; }} && "
+    "git config gc.auto 0 && git config core.fileMode true && "
     "git add -A && git -c user.name=codeagent -c user.email=codeagent@localhost "
     "commit -q --no-verify --allow-empty -m \"codeagent base: $1\" && git tag " + BASE_TAG + " && "
-    f"printf '%s\\n' {' '.join(repr(p) for p in IGNORED_DEBRIS)} >> .git/info/exclude"
+    f"printf '%s\\n' {' '.join(repr(p) for p in IGNORED_DEBRIS)} >> .git/info/exclude && "
+    f"{{ [ ! -f {INSTALLED} ] || {{ git ls-files -z | xargs -0 -r touch -c -h -- && git update-index -q --refresh; }}; }}"
 )
 # Part of every prepared workspace's cache key, so a changed recipe prepares anew.
 WORKSPACE_RECIPE = hashlib.sha256(INIT_REPO_SCRIPT.encode()).hexdigest()[:8]
@@ -265,3 +276,12 @@ def git_reader(git_dir: str | os.PathLike, commit: str) -> Callable[[str], bytes
         return proc.stdout if proc.returncode == 0 else None
 
     return read
+
+
+def environment_note(sandbox) -> str:
+    """The sandbox image's ENVIRONMENT_NOTE ('' none: the base image, a user's own image)."""
+    try:
+        data = sandbox.read_file(ENVIRONMENT_NOTE, max_bytes=MAX_NOTE)
+    except Exception:  # noqa: BLE001 - no note is no note, whatever the sandbox says
+        return ""
+    return data.decode("utf-8", errors="replace").strip() if isinstance(data, bytes) else str(data).strip()

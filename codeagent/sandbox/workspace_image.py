@@ -40,7 +40,7 @@ def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
             tarball = Path(tmp) / "tree.tar"
             snapshot.write_tar(tarball, prefix=workdir)  # extracted at /: see write_tar
             container = client.containers.create(base_tag, ["sleep", "infinity"], network_mode="none",
-                                                 labels={LABEL: "build", **owner_labels()}, init=True)
+                                                 labels={LABEL: "build", **owner_labels()}, init=True, **_confined())
             try:
                 container.start()
                 _exec_checked(container, ["mkdir", "-p", workdir])
@@ -63,6 +63,14 @@ def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
                 container.remove(force=True)
     _known_workspaces[key] = tag
     return tag
+
+
+def _confined() -> dict:
+    """The sandbox's capabilities, no new privileges, and limits: only git runs here, on the repository's files."""
+    from .docker import CAPABILITIES  # docker.py imports this module
+
+    return dict(cap_drop=["ALL"], cap_add=CAPABILITIES, security_opt=["no-new-privileges"], mem_limit="2g",
+                memswap_limit="2g", pids_limit=512)
 
 
 def forget_workspaces() -> None:

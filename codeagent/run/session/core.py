@@ -77,7 +77,8 @@ class Session:
         self.agent.interactive = True  # a plain-text reply is an answer: the turn ends, the user replies
         self.agent.keep_tools_open = True  # MCP servers start with the first turn and end with the session
         self.worker = Worker(on_done=lambda: self.emit(SessionChanged()))
-        self.slot = SandboxSlot(config, on_change=lambda: self.emit(SessionChanged()), say=self.notice)
+        self.slot = SandboxSlot(config, on_change=lambda: self.emit(SessionChanged()), say=self.notice,
+                                warn=lambda text: self.notice(f"warning: {text}", "warning"))
         self.state = SessionState(write_through=config.agent.write_through if write_through is None
                                   else write_through)
         if any(server.enabled for server in config.mcp.servers.values()):  # their prompts are slash commands

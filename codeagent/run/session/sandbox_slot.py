@@ -16,12 +16,14 @@ from ..skill_mounts import with_skill_folders
 
 
 class SandboxSlot:
-    def __init__(self, config: Config, on_change: Callable[[], None], say: Callable[[str], None] = lambda _: None):
+    def __init__(self, config: Config, on_change: Callable[[], None], say: Callable[[str], None] = lambda _: None,
+                 warn: Callable[[str], None] | None = None):
         """`on_change()` is called whenever the state changes; `say(line)` tells which environment the
-        sandbox runs in (the repository's toolchain: run/repo_env.py)."""
+        sandbox runs in (the repository's toolchain: run/repo_env.py), `warn(text)` what of it failed."""
         self.config = config
         self.on_change = on_change
         self.say = say
+        self.warn = warn
         self.sandbox: Sandbox | None = None
         self.state = "none"
         self.opening = False
@@ -37,7 +39,7 @@ class SandboxSlot:
             snap, options = snapshot(task.repo, task.base_commit), sandbox_options(self.config.sandbox)
             prepared = PreparedHistory(snap, task.repo) if self.config.agent.repository_history else None
             if options["kind"] == "docker":  # the repository's toolchain, unless sandbox.image says otherwise
-                options["image"] = repository_environment(snap, self.config, self.say).image
+                options["image"] = repository_environment(snap, self.config, self.say, self.warn).image
             options = with_skill_folders(options, self.config, task.repo)  # the skills' files, read-only
             sandbox = open_sandbox(snap, **options)
             try:

@@ -1,0 +1,5 @@
+const test = require('node:test');
+const assert = require('node:assert');
+const isNumber = require('is-number');
+
+test('a number is a number', () => { assert.ok(isNumber(5)); });
