@@ -1,17 +1,18 @@
 """What the test-run judge costs a graded instance (issue 34): the same gold patch graded with this checkout's
 harness (the judge watching) and with a baseline checkout's (`--baseline`, e.g. a worktree at 0972c8d, before
-the judge), alternating, several rounds, in the same run; the medians of the grading container's seconds
+the judge), alternating, several rounds, in the same run (without `--baseline`: this checkout with the judge
+switched off in the grading process: no observer installed, the same images, so that only the judge differs); the medians of the grading container's seconds
 (start to stop) and of the test command's, per language, and their ratio.
 
-    git worktree add /tmp/base 0972c8d
-    python bench/judge_overhead.py --baseline /tmp/base --rounds 5
-    python bench/judge_overhead.py --baseline /tmp/base --dataset evals/multilingual/instances.jsonl \\
-        --repos REPOS --instances gin-gonic__gin-4003,dtolnay__semver-296,axios__axios-5085,fmtlib__fmt-3729
+    python bench/judge_overhead.py --rounds 5
+    python bench/judge_overhead.py --dataset evals/multilingual/instances.jsonl --repos REPOS \\
+        --instances gin-gonic__gin-4003,dtolnay__semver-296,axios__axios-5085,google__gson-2311,fmtlib__fmt-3729
+    git worktree add /tmp/base 0972c8d && python bench/judge_overhead.py --baseline /tmp/base   # the old code
 
 Without --dataset it grades the language tasks of tests/data/language_tasks (one per toolchain: Go, Rust,
-Node, Maven, C; small repositories, so the judge's fixed cost shows most). Both sides use the same images
-(the image recipes did not change): build them once first (one round of either side) so that no round pays
-for a build. Results: bench/results/judge_overhead.json (`--output`).
+Node, Maven, C; small repositories, so the judge's fixed cost shows most). The images are built (or found)
+once before the measured rounds; a `--baseline` checkout with other image recipes builds its own in its
+first round (give it one more round then). Results: bench/results/judge_overhead.json (`--output`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ import json, sys
 from codeagent.task import Task
 from codeagent.harness.env_grade import grade_patch
 row, repo = json.loads(sys.argv[1]), sys.argv[2]
+if sys.argv[3] == "off":  # the judge switched off: a Watch with no observer installs and collects nothing
+    from codeagent.harness import judge
+
+    def unwatched(self, box, parent, command, log_parser, test_files=()):
+        self.context, self.observers = judge.Context(box, parent, command, log_parser, list(test_files)), []
+
+    judge.Watch.__init__ = unwatched
 report = grade_patch(Task.from_swebench(row, repo=repo), row["patch"])
 print(json.dumps({"outcome": report.get("outcome"), "seconds": report.get("seconds"),
                   "tests": (report.get("phase_seconds") or {}).get("tests"), "guard": report.get("guard", ""),
@@ -43,7 +51,7 @@ print(json.dumps({"outcome": report.get("outcome"), "seconds": report.get("secon
 
 
 def toy_tasks(root: Path) -> list[tuple[dict, str]]:
-    from tests.test_language_grading_docker import LANGUAGES, make_base
+    from tests.support.language_tasks import LANGUAGES, make_base
 
     found = []
     for lang in LANGUAGES:
@@ -58,9 +66,9 @@ def dataset_tasks(dataset: Path, repos: Path, instances: list[str]) -> list[tupl
     return [(row, str(repos / row["repo"])) for row in chosen]
 
 
-def grade(code: Path, row: dict, repo: str) -> dict:
+def grade(code: Path, row: dict, repo: str, judge: str = "on") -> dict:
     env = {**os.environ, "PYTHONPATH": str(code)}
-    proc = subprocess.run([sys.executable, "-c", GRADE, json.dumps(row), repo], cwd=code, env=env,
+    proc = subprocess.run([sys.executable, "-c", GRADE, json.dumps(row), repo, judge], cwd=code, env=env,
                           capture_output=True, text=True, timeout=7200, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -74,7 +82,8 @@ def median(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the code before the judge")
+    parser.add_argument("--baseline", type=Path,
+                        help="a checkout of the code before the judge (default: this one with the judge off)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dataset", type=Path)
     parser.add_argument("--repos", type=Path)
@@ -94,9 +103,12 @@ def main() -> None:
             for number in range(args.rounds):
                 order = ("judge", "baseline") if number % 2 == 0 else ("baseline", "judge")
                 for side in order:
-                    sides[side].append(grade(ROOT if side == "judge" else args.baseline, row, repo))
+                    if side == "judge":
+                        sides[side].append(grade(ROOT, row, repo))
+                    else:
+                        sides[side].append(grade(args.baseline or ROOT, row, repo, "on" if args.baseline else "off"))
             entry = {"instance": row["instance_id"], "language": (row.get("environment") or {}).get("language", "python"),
-                     "rounds": args.rounds,
+                     "rounds": args.rounds, "baseline": str(args.baseline or "this checkout, judge off"),
                      "outcomes": {side: sorted({run["outcome"] for run in runs}) for side, runs in sides.items()},
                      "guard": sorted({run["guard"] for run in sides["judge"]}),
                      "tamper_evidence": [run["tamper_evidence"] for run in sides["judge"] if run["tamper_evidence"]]}

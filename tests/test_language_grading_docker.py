@@ -20,12 +20,11 @@ import pytest
 
 from codeagent.sandbox.images import image_exists
 
-from .support.language_tasks import make_base
+from .support.language_tasks import LANGUAGES, make_base
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 DATA = Path(__file__).parent / "data"
-LANGUAGES = ("go", "rust", "node", "maven", "c")
 TOOLCHAINS = {"go": "go 1.19", "rust": "rust", "node": "node/npm >=18", "maven": "java/maven 17",
               "c": "c/c++/cmake 3.13"}
 

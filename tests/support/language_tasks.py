@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.support.git import GIT_ENV, git
 
 DATA = Path(__file__).parent.parent / "data"
+LANGUAGES = ("go", "rust", "node", "maven", "c")
 FIXED_DATE = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 
 
