@@ -1,4 +1,4 @@
-"""What headless `codeagent solve` prints on stdout (the README's table): the answer of a run that ended
+"""What headless `codeagent solve` prints on stdout (docs/solve.md's table): the answer of a run that ended
 `answered` (a question, plan mode, the issue on standard input), the patch of any other; with --json the
 `finished` event carries the answer. A real CLI in a local sandbox, with a scripted model."""
 

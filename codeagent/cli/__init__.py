@@ -18,7 +18,7 @@ import click  # noqa: E402
 from .. import __version__  # noqa: E402
 from ..interrupts import forget_handled_interrupt  # noqa: E402
 
-# The exit codes of `codeagent solve` (documented in the README): 0 a patch was submitted (and
+# The exit codes of `codeagent solve` (documented in docs/solve.md): 0 a patch was submitted (and
 # applied, with --apply), or in plan mode the agent answered; 1 the run ended without one, or --apply refused; 2 a usage error; 3 the
 # configuration or the environment (no model or key, Docker, a bad setting); 4 a limit was reached;
 # 5 the model failed (unreachable, rejected the request); 6 the agent submitted an empty patch (it changed

@@ -151,7 +151,7 @@ def _run_headless(task, config, model, replay, check, example, resumed, follow_u
 
 
 def _to_stdout(result) -> None:
-    """What stdout carries (the README's table): a run that ended `answered` (a question, plan mode) its
+    """What stdout carries (docs/solve.md's table): a run that ended `answered` (a question, plan mode) its
     answer, as `claude -p` and `codex exec` print theirs, and its patch, if it made one, stays in the patch
     file; any other run its patch, exact bytes when piped (`> fix.patch`), shown and not obeyed on a terminal
     (nothing for a run that changed nothing). Where stdout and stderr are both the terminal, the answer is

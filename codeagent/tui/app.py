@@ -193,7 +193,7 @@ class CodeagentApp(SlashCommands):
     def action_interrupt(self) -> None:
         now = time.monotonic()
         if now - self._last_ctrl_c < DOUBLE_PRESS_SECONDS:
-            self._quit_code = 130  # interrupted, as the README's exit codes say (/quit is 0)
+            self._quit_code = 130  # interrupted, as the exit codes in docs/solve.md say (/quit is 0)
             self.action_quit()
             return
         self._last_ctrl_c = now
