@@ -123,13 +123,16 @@ def test_the_sandbox_solve_opens_has_the_toolchain(tmp_path):
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leaks")
-def test_the_go_version_go_mod_states_is_installed_from_the_go_module_proxy(tmp_path):
+@pytest.mark.parametrize(("stated", "installed"), [("1.22", "go1.22.0"), ("1.20", "go1.21.0")])
+def test_the_go_version_go_mod_states_is_installed_from_the_go_module_proxy(tmp_path, stated, installed):
+    """A version before 1.21 (the oldest the proxy serves as a module) gets 1.21.0, not Debian's older Go
+    or no Go at all (go 1.20 was refused by the proxy: every tool ran without go)."""
     repo = toolchain_repo("go", tmp_path)
-    (repo / "go.mod").write_text("module example.com/calc\n\ngo 1.22\n")
-    git(repo, "commit", "-qam", "go 1.22")
+    (repo / "go.mod").write_text(f"module example.com/calc\n\ngo {stated}\n")
+    git(repo, "commit", "-qam", f"go {stated}")
     proc = cli("sandbox", "run", "--repo", str(repo), "--", "go version && go test ./...", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "environment: go 1.22 (go.mod)" in proc.stderr and "go version go1.22.0 " in proc.stdout
+    assert f"environment: go {stated} (go.mod)" in proc.stderr and f"go version {installed} " in proc.stdout
 
 
 @pytest.mark.docker
