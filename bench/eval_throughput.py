@@ -30,9 +30,9 @@ from pathlib import Path
 from docker.errors import APIError
 
 from codeagent.data.loaders import load_tasks
-from codeagent.harness.directives import test_command
-from codeagent.harness.environment import task_images
-from codeagent.harness.specs import spec_for
+from codeagent.harness.layers.python_env import task_images
+from codeagent.harness.specs.directives import test_command
+from codeagent.harness.specs.swebench import spec_for
 from codeagent.sandbox.docker import LABEL, owner_labels
 from codeagent.sandbox.engine import docker_client
 from codeagent.task import Task

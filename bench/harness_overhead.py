@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from codeagent.evals.batch import grade_task
-from codeagent.harness.directives import test_command
-from codeagent.harness.environment import task_images
-from codeagent.harness.specs import spec_for
+from codeagent.harness.layers.python_env import task_images
+from codeagent.harness.specs.directives import test_command
+from codeagent.harness.specs.swebench import spec_for
 from codeagent.sandbox.engine import docker_client
 from codeagent.task import Task
 

@@ -46,7 +46,7 @@ MB = 1_000_000
 
 def rename_images(prefix: str) -> list[str]:
     """Point the harness's image names (environment.py's *_IMAGE, `codeagent/...`) at `prefix/...`."""
-    from codeagent.harness import environment
+    from codeagent.harness.layers import python_env as environment
 
     renamed = []
     for name, value in vars(environment).items():
@@ -104,7 +104,7 @@ def build_images(tasks: list, out: Path, workers: int) -> list[dict]:
 
 def statuses(folder: Path, report: dict) -> dict[str, str]:
     """Every test's status in the instance's whole test log (not only the graded lists)."""
-    from codeagent.harness.log_parsers import parse_log
+    from codeagent.harness.logs.parsers import parse_log
 
     log = folder / "test_output.txt"
     if not log.is_file() or not report.get("log_parser"):

@@ -181,7 +181,7 @@ def _maven(log: str) -> dict[str, str]:
 
 def statuses(parser: str, log: str) -> dict[str, str]:
     """{test id: status} of a test log, by the parser the environment names."""
-    from codeagent.harness.log_parsers import PARSERS, parse_log
+    from codeagent.harness.logs.parsers import PARSERS, parse_log
 
     if parser in PARSERS:
         return dict(parse_log(parser, log))

@@ -202,7 +202,7 @@ def with_environment_fixes(task):
     pytest: the instance image holds a one-commit copy of the repository without tags, so
     setuptools_scm installs pytest as version 0.1.dev1 and tox.ini's `minversion` aborts every run
     (exit code 4, no test results). Pretending the release version at install time fixes it."""
-    from codeagent.harness.specs import spec_for
+    from codeagent.harness.specs.swebench import spec_for
 
     if task.extra.get("swebench_repo") == "pytest-dev/pytest" and "install_config" not in task.extra:
         spec = spec_for(task)
@@ -224,7 +224,7 @@ def _digest(text: str) -> str:
 def label(task, candidates: list[Candidate], cache: Path) -> None:
     """Grade every distinct patch (cached): candidate.resolved and details["grade"]."""
     from codeagent.evals.batch import grade_task
-    from codeagent.harness.specs import spec_for
+    from codeagent.harness.specs.swebench import spec_for
 
     image = spec_for(task).instance_key()[:12]
     reports: dict[str, dict] = {}
@@ -338,8 +338,8 @@ def main() -> None:
 
     from codeagent.data import load_tasks
     from codeagent.data.swebench import load_rows
-    from codeagent.harness.environment import task_images
-    from codeagent.harness.specs import spec_for
+    from codeagent.harness.layers.python_env import task_images
+    from codeagent.harness.specs.swebench import spec_for
     from codeagent.scaling.offline import write_candidates
 
     lite = {row["instance_id"]: row for row in load_rows("lite")}

@@ -1,7 +1,7 @@
 """Do the environment specs of repositories too large to fetch here build? (issue 12)
 
 For every (repo, version) selected, builds the env and instance images of the spec on a stand-in
-repository (codeagent/harness/spec_stand_in.py: the package directory, a setup.py, the requirement
+repository (codeagent/harness/specs/stand_in.py: the package directory, a setup.py, the requirement
 files the spec names, each with one small requirement), then prints one row per pair: built or
 failed, with the cause (the last lines of the failing build step). Images are cached by their
 content keys: pairs sharing an env image build it once. Build logs go under OUTPUT/<pair>/.
@@ -22,9 +22,9 @@ from pathlib import Path
 import yaml
 
 from codeagent.data.swebench import load_rows
-from codeagent.harness.environment import task_images
-from codeagent.harness.spec_stand_in import stand_in_task
-from codeagent.harness.specs import spec_dir
+from codeagent.harness.layers.python_env import task_images
+from codeagent.harness.specs.stand_in import stand_in_task
+from codeagent.harness.specs.swebench import spec_dir
 
 REPOS = ("django/django", "matplotlib/matplotlib", "scikit-learn/scikit-learn")
 LITE = ("lite", "lite-dev")

@@ -22,10 +22,10 @@ import time
 import uuid
 from pathlib import Path
 
-from codeagent.harness.env_deps import fetch_step
-from codeagent.harness.env_detect import RepoFiles
-from codeagent.harness.env_toolchain import detect, resolve, toolchain_layer
-from codeagent.harness.layers import build_layer
+from codeagent.harness.layers.layer import build_layer
+from codeagent.harness.toolchain.deps import fetch_step
+from codeagent.harness.toolchain.detect import RepoFiles
+from codeagent.harness.toolchain.resolve import detect, resolve, toolchain_layer
 from codeagent.sandbox import open_sandbox, snapshot
 from codeagent.sandbox.engine import docker_client
 from codeagent.sandbox.images import base_image_tag, image_exists

@@ -63,7 +63,7 @@ def _new_files(*paths: str) -> str:
     "platform.cpython-39-x86_64-linux-gnu.so",
 ])
 def test_grading_flags_start_up_code_under_another_name(path):
-    from codeagent.harness.integrity import flag_patch, path_rule
+    from codeagent.harness.grading.integrity import flag_patch, path_rule
     assert path_rule(path), path
     assert path in flag_patch(_new_files(path))
     assert path in flag_patch("", extra_paths=[path])  # made by the appliers, seen by git status
@@ -72,7 +72,7 @@ def test_grading_flags_start_up_code_under_another_name(path):
 @pytest.mark.parametrize("path", ["django/utils/inspect.py", "sympy/core/numbers.py", "src/_pytest/python.py",
                                   "astropy/io/ascii/core.py", "docs/conf.py", "setup.py", "code/README"])
 def test_grading_still_passes_ordinary_source(path):
-    from codeagent.harness.integrity import path_rule
+    from codeagent.harness.grading.integrity import path_rule
     assert path_rule(path) is None
 
 
@@ -173,7 +173,7 @@ def test_a_huge_diff_is_never_read_out_of_the_sandbox(make_repo, tmp_path, monke
 def test_a_flood_of_test_output_is_not_read_whole_and_never_resolves(make_repo, tmp_path, monkeypatch, no_leaks):
     """The test log (written by the patch's code) was read whole into this process, up to the
     sandbox's disk cap. Over the cap the run counts as incomplete: a cut log could hide a FAILED line."""
-    from codeagent.harness import task_env as evaluate
+    from codeagent.harness.grading import task_env as evaluate
     from codeagent.sandbox import open_sandbox
 
     monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))

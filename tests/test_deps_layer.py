@@ -11,9 +11,9 @@ import os
 import pytest
 
 from codeagent.evals.batch import grade_task
-from codeagent.harness.environment import task_images
-from codeagent.harness.layers import LayerBuildError
-from codeagent.harness.specs import spec_for
+from codeagent.harness.layers.layer import LayerBuildError
+from codeagent.harness.layers.python_env import task_images
+from codeagent.harness.specs.swebench import spec_for
 from codeagent.sandbox.engine import docker_client
 from codeagent.task import Task
 from tests.support.calc import CONFIG, GOLD, OLD_TESTS, SOURCE, TEST_PATCH

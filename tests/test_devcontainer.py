@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from codeagent.harness import devcontainer
-from codeagent.harness.devcontainer import Devcontainer, DevcontainerError, load, parse_jsonc
-from codeagent.harness.env_toolchain import resolve
+from codeagent.harness.layers import devcontainer
+from codeagent.harness.layers.devcontainer import Devcontainer, DevcontainerError, load, parse_jsonc
+from codeagent.harness.toolchain.resolve import resolve
 from codeagent.sandbox import open_sandbox, snapshot
 
 DOT = ".devcontainer/devcontainer.json"

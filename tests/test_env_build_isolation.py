@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from codeagent.harness.env_toolchain import resolve
-from codeagent.harness.layers import Layer, build_layer
+from codeagent.harness.layers.layer import Layer, build_layer
+from codeagent.harness.toolchain.resolve import resolve
 from codeagent.sandbox import snapshot
 from codeagent.sandbox.images import base_image_tag
 
@@ -103,8 +103,8 @@ def test_every_build_container_has_the_sandboxs_confinement(tmp_path):
 
 
 def test_the_fetch_runs_no_repository_code_unless_trusted(make_repo):
-    from codeagent.harness.env_deps import fetch_step
-    from codeagent.harness.env_detect import RepoFiles, detect
+    from codeagent.harness.toolchain.deps import fetch_step
+    from codeagent.harness.toolchain.detect import RepoFiles, detect
 
     repo = make_repo({"package.json": PACKAGE, "package-lock.json": "{}", ".pnpmfile.cjs": "", ".yarnrc": ""})
     snap = snapshot(repo)
@@ -120,8 +120,8 @@ def test_the_fetch_runs_no_repository_code_unless_trusted(make_repo):
 def test_maven_build_extensions_are_taken_out_of_the_poms_maven_resolves(make_repo, tmp_path):
     """Maven loads a plugin marked `<extensions>true</extensions>`, and a `<build><extensions>` entry, while it
     resolves: the fetch's copy of every pom has them removed (the offline build has them back)."""
-    from codeagent.harness.env_deps import fetch_step
-    from codeagent.harness.env_detect import RepoFiles, detect
+    from codeagent.harness.toolchain.deps import fetch_step
+    from codeagent.harness.toolchain.detect import RepoFiles, detect
 
     pom = POM.replace("<version>3.1.0</version>", "<version>3.1.0</version><extensions> true </extensions>").replace(
         "<build><plugins>", "<build><extensions><extension><groupId>x</groupId><artifactId>y</artifactId>"
@@ -143,8 +143,8 @@ def test_maven_build_extensions_are_taken_out_of_the_poms_maven_resolves(make_re
 
 def test_the_toolchain_layer_runs_only_codeagents_recipe(make_repo):
     """The repository is not copied into a toolchain layer: only its stated versions, quoted, reach it."""
-    from codeagent.harness.env_deps import toolchain_layer
-    from codeagent.harness.env_detect import detect
+    from codeagent.harness.toolchain.deps import toolchain_layer
+    from codeagent.harness.toolchain.detect import detect
 
     snap = snapshot(make_repo({"package.json": json.dumps({"engines": {"node": "$(touch /pwned) 20"}})}))
     layer = toolchain_layer(detect(snap), "codeagent/base:x")

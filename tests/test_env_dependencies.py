@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from codeagent.agent.prompts import render
-from codeagent.harness.env_toolchain import resolve
+from codeagent.harness.toolchain.resolve import resolve
 from codeagent.sandbox import open_sandbox, snapshot
 from codeagent.sandbox.workspace import environment_note
 
@@ -68,8 +68,8 @@ def test_node_at_nvmrc_pnpm_at_package_manager_and_the_packages_installed_offlin
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leaks")
 def test_npm_workspaces_installed_once_and_the_graded_command_installs_nothing(tmp_path):
-    from codeagent.harness.env_toolchain import test_report
-    from codeagent.harness.log_parsers import parse_log
+    from codeagent.harness.logs.parsers import parse_log
+    from codeagent.harness.toolchain.resolve import test_report
 
     snap = snapshot(data_repo("node-workspaces", tmp_path))
     report = test_report(snap)
@@ -125,8 +125,8 @@ def test_a_node_version_no_release_satisfies_falls_back_and_says_so(make_repo):
 @pytest.mark.usefixtures("no_leaks")
 def test_a_rust_task_is_compiled_once_a_graded_run_compiles_only_what_the_patch_changed(tmp_path):
     """The language task's instance image (mined tasks, eval) holds the compiled dependencies."""
-    from codeagent.harness.env_language import language_images
-    from codeagent.harness.lang_specs import language_spec_for
+    from codeagent.harness.specs.languages import language_spec_for
+    from codeagent.harness.toolchain.images import language_images
     from codeagent.task import Task
 
     repo = data_repo("rust-deps", tmp_path)

@@ -1,5 +1,5 @@
-"""Which toolchains a repository needs, by evidence (harness/env_detect.py), and the versions it states
-(harness/node_versions.py picks Node's). On 0972c8d the first toolchain whose file was at the top won: a
+"""Which toolchains a repository needs, by evidence (harness/toolchain/detect.py), and the versions it states
+(harness/toolchain/node_versions.py picks Node's). On 0972c8d the first toolchain whose file was at the top won: a
 Python package with a package.json was a Node repository, and pnpm/yarn were the newest, whatever
 `packageManager` said."""
 
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from codeagent.harness.env_toolchain import detect
+from codeagent.harness.toolchain.resolve import detect
 from codeagent.sandbox import snapshot
 
 RELEASES = ["16.20.2", "18.19.0", "18.20.8", "20.11.1", "20.19.5", "21.7.3", "22.12.0", "22.21.1", "23.11.1",
@@ -24,13 +24,13 @@ RELEASES = ["16.20.2", "18.19.0", "18.20.8", "20.11.1", "20.19.5", "21.7.3", "22
     ("99", None), ("not a version", None),
 ])
 def test_the_node_version_a_repository_states(stated, chosen):
-    from codeagent.harness.node_versions import choose
+    from codeagent.harness.toolchain.node_versions import choose
 
     assert choose(stated, RELEASES) == chosen
 
 
 def test_ranges_read_as_npm_reads_them():
-    from codeagent.harness.node_versions import parse_range, satisfies
+    from codeagent.harness.toolchain.node_versions import parse_range, satisfies
 
     assert satisfies((0, 2, 5), parse_range("^0.2.3")) and not satisfies((0, 3, 0), parse_range("^0.2.3"))
     assert satisfies((1, 2, 9), parse_range("~1.2")) and not satisfies((1, 3, 0), parse_range("~1.2"))
@@ -46,7 +46,7 @@ def test_a_python_package_with_a_package_json_is_python_first_with_node_beside_i
                                "tests/test_core.py": "", "package.json": package(scripts={"lint": "eslint ."}),
                                "static/app.js": "", "static/ui.js": "", "static/more.js": ""}))
     assert detect(snap) is None  # Python: its tests are pytest's
-    from codeagent.harness.env_detect import detect_all
+    from codeagent.harness.toolchain.detect import detect_all
 
     found = detect_all(snap)
     assert found.primary is None and found.python
@@ -54,7 +54,7 @@ def test_a_python_package_with_a_package_json_is_python_first_with_node_beside_i
 
 
 def test_a_typescript_library_with_a_pyproject_for_its_tooling_is_node(make_repo):
-    from codeagent.harness.env_detect import detect_all
+    from codeagent.harness.toolchain.detect import detect_all
 
     snap = snapshot(make_repo({"pyproject.toml": "[tool.black]\n", "package.json": package(scripts={"test": "vitest"}),
                                "src/a.ts": "", "src/b.ts": "", "src/a.test.ts": ""}))
@@ -63,7 +63,7 @@ def test_a_typescript_library_with_a_pyproject_for_its_tooling_is_node(make_repo
 
 
 def test_a_go_service_with_a_web_ui_is_go_with_node_beside_it(make_repo):
-    from codeagent.harness.env_detect import detect_all
+    from codeagent.harness.toolchain.detect import detect_all
 
     files = {"go.mod": "module x\n\ngo 1.21\n", "main.go": "", "server_test.go": "",
              "web/package.json": "{}", "package.json": package(scripts={"build": "vite build"})}

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from codeagent.harness.env_toolchain import Environment, resolve
+from codeagent.harness.toolchain.resolve import Environment, resolve
 from codeagent.sandbox import snapshot
 
 MISSING = "codeagent-no-such-package-4d1f0c"

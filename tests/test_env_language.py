@@ -1,4 +1,4 @@
-"""The layers of a language task's images (harness/env_language.py), without building them: which
+"""The layers of a language task's images (harness/toolchain/images.py), without building them: which
 toolchain, variant and version; which layers, in which order, with which steps. The builds themselves
 are tests/test_language_grading_docker.py's."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from codeagent.harness import env_language
-from codeagent.harness.env_language import language_images, toolchain_of
-from codeagent.harness.lang_specs import language_spec_for
-from codeagent.harness.layers import BuildResult
+from codeagent.harness.layers.layer import BuildResult
+from codeagent.harness.specs.languages import language_spec_for
+from codeagent.harness.toolchain import images as env_language
+from codeagent.harness.toolchain.images import language_images, toolchain_of
 from codeagent.sandbox import snapshot
 from codeagent.task import Task
 
@@ -89,7 +89,7 @@ def test_system_packages_then_pre_install_and_install_in_the_instance(make_repo,
 
 
 def test_a_failed_layer_says_its_step_and_last_line_first():
-    from codeagent.harness.layers import LayerBuildError
+    from codeagent.harness.layers.layer import LayerBuildError
 
     error = env_language.failed_step("install", LayerBuildError("codeagent/x:1", "exit code 2:\nfetching\nls: no /y\n"))
     assert str(error).splitlines() == ["building codeagent/x:1 failed: the install step: ls: no /y", "exit code 2:",

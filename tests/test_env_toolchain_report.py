@@ -8,8 +8,8 @@ import json
 import pytest
 
 from codeagent.code.languages import toolchains
-from codeagent.harness.env_toolchain import TestReport, test_report
-from codeagent.harness.log_parsers import PARSERS
+from codeagent.harness.logs.parsers import PARSERS
+from codeagent.harness.toolchain.resolve import TestReport, test_report
 from codeagent.sandbox import snapshot
 
 from .support.toolchains import toolchain_repo

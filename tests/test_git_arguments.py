@@ -128,7 +128,7 @@ def test_write_tar_takes_only_an_object_id(hostile, tmp_path):
 
 def test_the_requirements_reader_refuses_a_dataset_commit_that_is_an_option(hostile):
     """environment_setup_commit comes from the dataset: on 0972c8d `--output=F` wrote `F:requirements.txt`."""
-    from codeagent.harness.environment import _reader
+    from codeagent.harness.layers.python_env import _reader
     from codeagent.sandbox.workspace import snapshot
 
     repo, outside = hostile
@@ -143,8 +143,8 @@ def test_the_requirements_reader_refuses_a_dataset_commit_that_is_an_option(host
 def test_listings_read_names_nul_separated(hostile):
     """Non-ASCII, newline and tab names came back quoted from `ls-tree`/`grep` without -z (0972c8d: the test
     file `tests/test_ünï.py` was never found)."""
-    from codeagent.harness.env_language import _top_names
-    from codeagent.harness.env_toolchain import _names, read_file
+    from codeagent.harness.toolchain.images import _top_names
+    from codeagent.harness.toolchain.resolve import _names, read_file
     from codeagent.sandbox.workspace import snapshot
     from codeagent.scaling.relevant_tests import discover_test_files
     from codeagent.scaling.test_command import detect_in_git
@@ -178,7 +178,7 @@ def test_mentions_list_hostile_names_and_take_only_an_object_id(hostile):
 
 
 def test_a_devcontainer_that_names_options_reads_nothing_as_an_option(make_repo, tmp_path):
-    from codeagent.harness.devcontainer import DevcontainerError, find, load, prepare
+    from codeagent.harness.layers.devcontainer import DevcontainerError, find, load, prepare
     from codeagent.sandbox.workspace import snapshot
 
     outside = tmp_path / "outside"

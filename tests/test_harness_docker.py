@@ -14,7 +14,7 @@ import pytest
 
 from codeagent.evals.batch import grade_batch, grade_task, summarize
 from codeagent.executors.local import LocalExecutor
-from codeagent.harness.integrity import reasons
+from codeagent.harness.grading.integrity import reasons
 from codeagent.task import Task
 from tests.support.calc import (
     BREAKS_MUL,
@@ -180,7 +180,7 @@ def test_a_patch_applies_on_the_environment_as_built(edited_task, tmp_path, name
     """No attempt is undone: a failed `git apply` leaves the environment's own edit in place, so a
     patch that carries it fails as it does officially, and one the fallback applies is graded with
     the edit there (test_mode), where a reset to HEAD had dropped it."""
-    from codeagent.harness.task_env import TaskEnvironment
+    from codeagent.harness.grading.task_env import TaskEnvironment
 
     report = grade_task(edited_task, patch, tmp_path)
     assert report["outcome"] == outcome, report.get("reason")
@@ -371,8 +371,8 @@ def test_the_sandbox_grader_catches_the_fake_fix(task, tmp_path, name):
     """GRPO's sandbox grader (the run's patch in a fresh sandbox, as rollouts grade): a fake fix is
     unresolved with the guard's evidence, its rewards 0 even were it graded resolved."""
     from codeagent.harness.env_grade import grade_in_sandbox
-    from codeagent.harness.environment import task_images
-    from codeagent.harness.specs import spec_for
+    from codeagent.harness.layers.python_env import task_images
+    from codeagent.harness.specs.swebench import spec_for
     from codeagent.sandbox.docker import DockerSandbox
     from codeagent.sandbox.workspace import snapshot
     from codeagent.train.recipe import RewardsSection

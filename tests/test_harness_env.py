@@ -1,5 +1,5 @@
 """One owner for a task's environment (issue 20, item 1): built-or-pulled is decided in
-harness/env_images.py only, the grading steps are run by harness/env_plan.py's flow only, and every
+harness/env_images.py only, the grading steps are run by harness/grading/plan.py's flow only, and every
 front end that grades (eval, `traj grade`, GRPO's harness and sandbox graders, the regression
 verifier, prebuilt images) goes through that flow."""
 
@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.harness import env_plan, task_env
 from codeagent.harness.env_images import BuiltImages, Grading, PulledImages, image_source, pulled
-from codeagent.harness.env_plan import Graded, TestPlan, grade_in, run_plan
-from codeagent.harness.grading import GradeReport, Outcome
-from codeagent.harness.task_env import Applied, TaskEnvironment
+from codeagent.harness.grading import plan as env_plan
+from codeagent.harness.grading import task_env
+from codeagent.harness.grading.plan import Graded, TestPlan, grade_in, run_plan
+from codeagent.harness.grading.task_env import Applied, TaskEnvironment
+from codeagent.harness.grading.verdict import GradeReport, Outcome
 from codeagent.task import Task
 
 PACKAGE = Path(__file__).resolve().parent.parent / "codeagent"
@@ -37,20 +38,20 @@ def test_built_or_pulled_is_decided_in_one_module():
     # the image mark is written by prebuilt.mark and read (what to pull from where) by prebuilt.py; whether
     # a task is pulled at all is read in env_images only
     assert set(_sources(r"""extra(?:\.get\(|\[)["']images["']""")) <= {"harness/env_images.py",
-                                                                     "harness/prebuilt.py"}
+                                                                     "harness/images/prebuilt.py"}
     assert set(_sources(r"""extra\.get\(["']docker_image["']\)""")) <= {"harness/env_images.py",
-                                                                       "harness/prebuilt.py"}
+                                                                       "harness/images/prebuilt.py"}
     # building or pulling a task's images: only the sources there
-    assert set(_sources(r"\btask_images\(")) == {"harness/env_images.py", "harness/environment.py"}
-    assert set(_sources(r"from \.+(?:harness\.)?prebuilt import [^\n]*\bprepare\b")) == {"harness/env_images.py"}
+    assert set(_sources(r"\btask_images\(")) == {"harness/env_images.py", "harness/layers/python_env.py"}
+    assert set(_sources(r"from \.+(?:harness\.)?(?:images\.)?prebuilt import [^\n]*\bprepare\b")) == {"harness/env_images.py"}
 
 
 def test_the_grading_steps_are_run_in_one_flow():
     """Applying the hidden tests, running them and grading the run happen in env_plan.run_plan only."""
-    assert set(_sources(r"\.patch_tests\(")) == {"harness/env_plan.py"}
-    assert set(_sources(r"\benv\.run_tests\(")) == {"harness/env_plan.py"}
-    assert set(_sources(r"\benv\.grade\(")) == {"harness/env_plan.py"}
-    assert set(_sources(r"\benv\.apply\(")) == {"harness/env_plan.py"}
+    assert set(_sources(r"\.patch_tests\(")) == {"harness/grading/plan.py"}
+    assert set(_sources(r"\benv\.run_tests\(")) == {"harness/grading/plan.py"}
+    assert set(_sources(r"\benv\.grade\(")) == {"harness/grading/plan.py"}
+    assert set(_sources(r"\benv\.apply\(")) == {"harness/grading/plan.py"}
 
 
 def test_train_does_not_import_evals_for_grading():
@@ -159,7 +160,7 @@ def test_a_verdict_hook_replaces_the_official_rule():
 
 
 def test_the_layouts_hooks_are_the_plan_of_a_pulled_task():
-    from codeagent.harness.prebuilt_eval import layout_plan
+    from codeagent.harness.grading.prebuilt_rules import layout_plan
 
     smith = Task(repo="/r", problem_statement="p", instance_id="s", test_command="pytest -v tests/test_a.py",
                  FAIL_TO_PASS=["tests/test_a.py::test_x"], extra={"task_format": "swe-smith"})

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.harness.grading import (
+from codeagent.harness.grading.integrity import zeroed
+from codeagent.harness.grading.verdict import (
     END_MARKER,
     MISSING,
     START_MARKER,
@@ -18,8 +19,7 @@ from codeagent.harness.grading import (
     lookup,
     not_run,
 )
-from codeagent.harness.integrity import zeroed
-from codeagent.harness.log_parsers import parse_log
+from codeagent.harness.logs.parsers import parse_log
 
 DATA = Path(__file__).parent / "data" / "harness"
 

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from codeagent.harness.grading import Outcome, grade
-from codeagent.harness.guard import Guard, allowed, evidence, guarded, read_records, verdict
-from codeagent.harness.log_parsers import parse_log
+from codeagent.harness.grading.guard import Guard, allowed, evidence, guarded, read_records, verdict
+from codeagent.harness.grading.verdict import Outcome, grade
+from codeagent.harness.logs.parsers import parse_log
 from tests.support.calc import (
     FAKES_LOG_AND_EXITS_CODE,
     GUARD_AWARE_CODE,

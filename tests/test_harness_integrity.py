@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from codeagent.harness.integrity import (
+from codeagent.harness.grading.integrity import (
     changed_paths,
     flag_patch,
     path_rule,

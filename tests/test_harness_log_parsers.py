@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.harness.grading import grade
-from codeagent.harness.log_parsers import PARSERS, REPO_PARSERS, parse_log, parser_for_repo
+from codeagent.harness.grading.verdict import grade
+from codeagent.harness.logs.parsers import PARSERS, REPO_PARSERS, parse_log, parser_for_repo
 
 DATA = Path(__file__).parent / "data" / "harness"
 

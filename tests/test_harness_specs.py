@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.harness.directives import (
+from codeagent.harness.logs.parsers import PARSERS, parser_for_repo
+from codeagent.harness.specs.directives import (
     patched_files,
     test_command,
     test_directives,
     test_files,
 )
-from codeagent.harness.log_parsers import PARSERS, parser_for_repo
-from codeagent.harness.specs import (
+from codeagent.harness.specs.swebench import (
     PythonImage,
     SpecError,
     choose_python,
@@ -116,7 +116,7 @@ def test_a_python_no_suite_has_is_fetched_when_downloads_are_allowed_else_the_fa
     # uv has no 3.6: the nearest download, still a recorded fallback.
     django = spec_for(task(rows, "django__django-11099"))
     assert (django.python_requested, django.python_used, django.fallback) == ("3.6", "3.7", True)
-    from codeagent.harness.environment import _env_layer, _system_layers
+    from codeagent.harness.layers.python_env import _env_layer, _system_layers
     from codeagent.sandbox.workspace import RepoSnapshot
 
     system = _system_layers(online, "base")[-1]  # the Python is fetched once in a system layer, shared by its envs
@@ -254,7 +254,7 @@ def test_keys_are_stable_and_track_what_defines_the_image(rows):
 
 
 def test_keys_do_not_depend_on_the_process(rows):
-    code = ("import json,sys; from codeagent.task import Task; from codeagent.harness.specs import spec_for; "
+    code = ("import json,sys; from codeagent.task import Task; from codeagent.harness.specs.swebench import spec_for; "
             "s = spec_for(Task.from_swebench(json.loads(sys.stdin.read()))); print(s.env_key(), s.instance_key())")
     row = json.dumps(rows["django__django-15202"])
     keys = {subprocess.run([sys.executable, "-c", code], input=row, capture_output=True, text=True, check=True,
@@ -430,7 +430,7 @@ def test_environments_share_system_layers_per_suite_and_leave_build_caches_out(r
     holds it once), a repository's own packages (matplotlib's TeX) come above it; apt's cache and
     lists, Debian's docs and pip's cache are removed in the layer that makes them; the pip the
     instance installs with is the env layer's, not a copy in every instance layer."""
-    from codeagent.harness.environment import (
+    from codeagent.harness.layers.python_env import (
         APT_CLEAN,
         PIP_CACHE_CLEAN,
         PIP_FOR_INSTALL,
@@ -485,7 +485,13 @@ def test_sphinx_installs_a_versions_dependencies_once_in_a_deps_layer(rows):
     version installs them from the tree at environment_setup_commit, uninstalls the project and removes
     the tree; each instance is built on the env layer as before and written over it (build_on). The env
     layer stays shared across versions; other repositories are unchanged."""
-    from codeagent.harness.environment import ENV_PREFIX, UNINSTALL_PROJECT, _deps_layer, _env_layer, _instance_layer
+    from codeagent.harness.layers.python_env import (
+        ENV_PREFIX,
+        UNINSTALL_PROJECT,
+        _deps_layer,
+        _env_layer,
+        _instance_layer,
+    )
     from codeagent.sandbox.workspace import RepoSnapshot
 
     sphinx = [row for row in rows.values() if row["repo"] == "sphinx-doc/sphinx"]
@@ -529,8 +535,8 @@ def test_lite_versions_of_repos_too_large_to_fetch_render_their_build_steps_on_a
     stand-in repository (bench/spec_builds.py builds the images). Here, without building: every Lite
     version resolves, and its env and instance steps render with the requirement file, the pins and
     the install commands the spec names."""
-    from codeagent.harness.environment import REQUIREMENTS_FILE, _env_layer, _instance_layer
-    from codeagent.harness.spec_stand_in import stand_in_task
+    from codeagent.harness.layers.python_env import REQUIREMENTS_FILE, _env_layer, _instance_layer
+    from codeagent.harness.specs.stand_in import stand_in_task
     from codeagent.sandbox.workspace import snapshot
 
     versions = sorted({row["version"] for row in rows.values() if row["repo"] == repo})

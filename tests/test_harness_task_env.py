@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from codeagent.harness import environment, task_env
-from codeagent.harness.offline import network_failures
+from codeagent.harness.grading import task_env
+from codeagent.harness.layers import python_env as environment
+from codeagent.harness.logs.offline import network_failures
 
 
 def test_concurrent_workers_build_the_base_image_once(monkeypatch, tmp_path):
@@ -79,7 +80,7 @@ def test_network_failures_name_only_the_tests_that_tried_the_network():
 
 
 def test_the_environment_takes_and_gives_plain_data(tmp_path):
-    from codeagent.harness.grading import grade
+    from codeagent.harness.grading.verdict import grade
 
     report = task_env.report_dict(grade({"t::a": "PASSED"}, ["t::a"], [], exit_code=0, log_complete=True,
                                         timed_out=False))

@@ -1,4 +1,4 @@
-"""The judge's Go part (harness/judge/go.py) on this machine's Go: the canary runs in a filtered run too, go
+"""The judge's Go part (harness/grading/judge/go.py) on this machine's Go: the canary runs in a filtered run too, go
 test's exit status is the one without the canary, and fake fixes are caught — a package that prints passes and
 exits in init. In a task's container (an older Go, the canary as a file): tests/test_judge_docker.py."""
 
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from codeagent.harness.grading import Outcome, grade
-from codeagent.harness.judge import Watch, verdict
-from codeagent.harness.log_parsers import parse_log
+from codeagent.harness.grading.judge import Watch, verdict
+from codeagent.harness.grading.verdict import Outcome, grade
+from codeagent.harness.logs.parsers import parse_log
 
 TESTS = ('package calc\n\nimport "testing"\n\nfunc TestSub(t *testing.T) {\n\tif Sub(5, 3) != 2 {\n\t\tt.Fatal("5 - 3")\n'
          '\t}\n}\n\nfunc TestAdd(t *testing.T) {}\n')

@@ -1,4 +1,4 @@
-"""The judge's Node.js part (harness/judge/node.py) with real runners — mocha, jest, vitest, installed from
+"""The judge's Node.js part (harness/grading/judge/node.py) with real runners — mocha, jest, vitest, installed from
 the npm registry once into ~/.cache/codeagent — on this machine's node: an honest fix is believed, and fake
 fixes that resolved before the judge (issue 34) are not: a no-op node:assert, a TAP report printed before
 any test ran, a neutralised `expect`, a jest results processor that marks every test passed, a vitest
@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from codeagent.harness.grading import Outcome, grade
-from codeagent.harness.judge import Watch, verdict
-from codeagent.harness.log_parsers import parse_log
+from codeagent.harness.grading.judge import Watch, verdict
+from codeagent.harness.grading.verdict import Outcome, grade
+from codeagent.harness.logs.parsers import parse_log
 
 pytestmark = pytest.mark.slow
 RUNNERS = {"mocha": "10.8.2", "jest": "29.7.0", "vitest": "1.6.0"}
@@ -174,7 +174,7 @@ def test_vitest(tmp_path, runners, case, sub, resolved):
 
 
 def test_a_name_filter_that_is_a_pattern_or_a_bail_adds_no_canary():
-    from codeagent.harness.judge.node import canary_suffix
+    from codeagent.harness.grading.judge.node import canary_suffix
 
     assert canary_suffix("npx mocha -R tap test/x.js -g 'compression'") == (" compression", "")
     assert canary_suffix("jest -t 'adds two'") == (" adds two", "")

@@ -1,4 +1,4 @@
-"""Language environment specs (harness/lang_specs.py, contract 2): files in evals/environments/languages/,
+"""Language environment specs (harness/specs/languages.py, contract 2): files in evals/environments/languages/,
 resolved defaults < version < the task's own `environment`; the plan's test script; which image source
 a task gets (env_images.image_source)."""
 
@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from codeagent.harness import lang_specs
 from codeagent.harness.env_images import BuiltImages, LanguageImages, PulledImages, image_source
-from codeagent.harness.env_plan import language_command, language_plan
-from codeagent.harness.lang_specs import SpecError, language_spec_for, load_language_specs
+from codeagent.harness.grading.plan import language_command, language_plan
+from codeagent.harness.specs import languages as lang_specs
+from codeagent.harness.specs.languages import SpecError, language_spec_for, load_language_specs
 from codeagent.task import Task
 
 GIN = """

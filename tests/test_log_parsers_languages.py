@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.harness.grading import Outcome, grade, grade_log
-from codeagent.harness.log_parsers import MARKERS, PARSERS, parse_log
+from codeagent.harness.grading.verdict import Outcome, grade, grade_log
+from codeagent.harness.logs.parsers import MARKERS, PARSERS, parse_log
 
 LOGS = Path(__file__).parent / "data" / "test_logs"
 P, F, S, E = "PASSED", "FAILED", "SKIPPED", "ERROR"

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from codeagent.data import load_tasks
-from codeagent.harness.directives import test_command
-from codeagent.harness.specs import spec_for
+from codeagent.harness.specs.directives import test_command
+from codeagent.harness.specs.swebench import spec_for
 from codeagent.mine.candidates import Skip, candidate
 from codeagent.mine.environment import (
     Repository,
@@ -95,7 +95,7 @@ def test_nearest_version_is_the_highest_not_above():
 
 
 def test_another_language_takes_the_repositorys_test_report():
-    from codeagent.harness.env_toolchain import TestReport
+    from codeagent.harness.toolchain.resolve import TestReport
 
     report = TestReport("go", "go test -json ./...", "go_json")
     assert language_environment(report) == {"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json",
@@ -208,9 +208,9 @@ def test_cli_records_every_commit_and_resumes_without_redoing_any(repo, tmp_path
 
 
 def test_a_pass_the_guard_did_not_see_counts_as_failed():
-    from codeagent.harness.env_plan import Graded
-    from codeagent.harness.grading import not_run
-    from codeagent.harness.task_env import TestRun
+    from codeagent.harness.grading.plan import Graded
+    from codeagent.harness.grading.task_env import TestRun
+    from codeagent.harness.grading.verdict import not_run
     from codeagent.mine.validate import statuses_of
 
     log = "PASSED t.py::test_ok\nXFAIL t.py::test_xfail - reason\nFAILED t.py::test_bad - boom\n"

@@ -116,7 +116,7 @@ def multilingual_task(repo: str, version: str) -> Task:
 
 
 def test_every_instance_of_the_split_maps_to_its_spec():
-    from codeagent.harness.lang_specs import language_spec_for
+    from codeagent.harness.specs.languages import language_spec_for
 
     for repo, version, language in instances():
         data = yaml.safe_load((SPECS / f"{repo.replace('/', '__')}.yaml").read_text())
@@ -131,7 +131,7 @@ def test_every_instance_of_the_split_maps_to_its_spec():
 
 
 def test_a_version_the_split_does_not_have_is_a_clear_error_naming_the_file():
-    from codeagent.harness.lang_specs import SpecError, language_spec_for
+    from codeagent.harness.specs.languages import SpecError, language_spec_for
 
     with pytest.raises(SpecError, match="gin-gonic__gin"):
         language_spec_for(multilingual_task("gin-gonic/gin", "999999"))

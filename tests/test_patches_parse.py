@@ -77,7 +77,7 @@ def _real_diff(repo, **writes: str) -> str:
 
 
 def test_test_directives_of_a_quoted_test_patch(make_repo):
-    from codeagent.harness.directives import patched_files, test_files
+    from codeagent.harness.specs.directives import patched_files, test_files
 
     repo = make_repo({"tests/test_é.py": "def test_a():\n    pass\n", "tests/data é.json": "{}\n"})
     test_patch = _real_diff(repo, **{"tests/test_é.py": "def test_a():\n    assert 1\n", "tests/data é.json": "[]\n"})

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from codeagent.harness.prebuilt import official_image, with_registry
+from codeagent.harness.images.prebuilt import official_image, with_registry
 from tests.support.prebuilt import (
     BUG,
     CONDA_STANDIN,
@@ -53,7 +53,7 @@ FAILED r2e_tests/test_1.py::test_known_broken - assert 0 == 1
 def test_r2e_gym_rule(log, resolved):
     from types import SimpleNamespace
 
-    from codeagent.harness.prebuilt_eval import r2e_grade
+    from codeagent.harness.grading.prebuilt_rules import r2e_grade
 
     expected = {"test_add": "PASSED", "TestSub.test_sub": "PASSED", "test_known_broken": "FAILED"}
     run = SimpleNamespace(timed_out=False, complete=True, exit_code=1)
@@ -63,8 +63,8 @@ def test_r2e_gym_rule(log, resolved):
 def test_swe_smith_reads_pytest_verbose_lines_last_status_wins():
     """SWE-smith runs `pytest --verbose`: `<id> PASSED [ 50%]` lines, of which SWE-bench's pytest
     parser (made for `-rA` summaries) reads only the failures."""
-    from codeagent.harness.log_parsers import parse_log
-    from codeagent.harness.prebuilt_eval import swe_smith_statuses
+    from codeagent.harness.grading.prebuilt_rules import swe_smith_statuses
+    from codeagent.harness.logs.parsers import parse_log
 
     log = ("tests/test_a.py::test_x PASSED [ 33%]\ntests/test_a.py::test_y[1-2] FAILED [ 66%]\n"
            "tests/test_a.py::test_x FAILED [100%]\n")
@@ -174,7 +174,7 @@ def test_the_agent_sees_neither_the_grading_tests_nor_the_image_history(pushed):
     """SWE-smith: the test files that grade the task are not in the agent's tree (a clean diff all
     the same); every layout: a one-commit repository, no later history to read."""
     from codeagent.data import load_tasks
-    from codeagent.harness.prebuilt import image_snapshot, mark, prepare
+    from codeagent.harness.images.prebuilt import image_snapshot, mark, prepare
     from codeagent.sandbox.docker import DockerSandbox
 
     (task,) = mark(load_tasks(pushed["smith"]), registry=pushed["registry"])
@@ -192,7 +192,7 @@ def test_no_git_object_of_a_hidden_test_is_left_in_the_agents_repository(pushed)
     copy left beside it; the grading image still runs them (the gold resolves:
     test_swe_smith_tasks_grade_with_their_lists_in_their_image)."""
     from codeagent.data import load_tasks
-    from codeagent.harness.prebuilt import image_snapshot, mark, prepare
+    from codeagent.harness.images.prebuilt import image_snapshot, mark, prepare
     from codeagent.sandbox.docker import DockerSandbox
 
     (task,) = mark(load_tasks(pushed["smith"]), registry=pushed["registry"])
@@ -233,7 +233,7 @@ def test_the_agent_runs_in_the_r2e_image_without_its_hidden_tests(pushed, tmp_pa
     from codeagent.data import load_tasks
     from codeagent.evals.batch import run_batch
     from codeagent.executors.local import LocalExecutor
-    from codeagent.harness.prebuilt import image_snapshot, mark, prepare
+    from codeagent.harness.images.prebuilt import image_snapshot, mark, prepare
     from codeagent.models import ScriptedModel
     from codeagent.sandbox.docker import DockerSandbox
     from codeagent.sandbox.workspace import host_tree

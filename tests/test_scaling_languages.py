@@ -1,5 +1,5 @@
 """Test-time scaling's verifiers in a repository that is not Python run the repository's own test report
-(contract 3: harness/env_toolchain.py test_report), in its toolchain's sandbox, not pytest."""
+(contract 3: harness/toolchain/resolve.py test_report), in its toolchain's sandbox, not pytest."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from codeagent.config import Config
-from codeagent.harness.env_toolchain import resolve
+from codeagent.harness.toolchain.resolve import resolve
 from codeagent.sandbox import open_sandbox, snapshot
 from codeagent.scaling.pipeline import _test_command, verify
 from codeagent.scaling.types import Candidate

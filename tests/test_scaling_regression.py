@@ -173,7 +173,7 @@ def test_a_patch_touching_test_infrastructure_scores_zero(calc_task, tmp_path):
     score_candidates(calc_task, candidates, cache_dir=tmp_path / "cache", consensus=None)
     assert [c.scores["regression"] for c in candidates] == [0.0, 0.0, 1.0, 0.0]
     hooked, hidden, _, rewriting = (c.details["regression"] for c in candidates)
-    # the hook hid the break from the log, not from codeagent's pytest guard (harness/guard.py)
+    # the hook hid the break from the log, not from codeagent's pytest guard (harness/grading/guard.py)
     assert hooked["outcome"] == "test_infrastructure" and hooked["run_outcome"] == "tamper_evidence"
     assert hooked["touches_test_infrastructure"] == ["conftest.py"] and hooked["tamper_evidence"]
     assert hidden["test_infrastructure"] == {"tests/test_calc.py": "test patch file"} and hidden["run_score"] == 0.5

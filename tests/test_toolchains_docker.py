@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from codeagent.code.languages import Toolchain
-from codeagent.harness import env_toolchain
-from codeagent.harness.env_toolchain import detect, resolve
+from codeagent.harness.toolchain import resolve as env_toolchain
+from codeagent.harness.toolchain.resolve import detect, resolve
 from codeagent.sandbox import snapshot
 from codeagent.sandbox.images import image_exists
 
@@ -171,8 +171,8 @@ def test_the_tui_session_s_sandbox_has_the_toolchain_and_says_so(tmp_path):
                                         ("c", "make test")])
 def test_the_test_report_prints_what_its_parser_reads_offline_in_the_toolchain_sandbox(tmp_path, name, test):
     """Contract 3: the repository's graded test command, run where the agent runs (no network)."""
-    from codeagent.harness.env_toolchain import test_report
-    from codeagent.harness.log_parsers import parse_log
+    from codeagent.harness.logs.parsers import parse_log
+    from codeagent.harness.toolchain.resolve import test_report
     from codeagent.sandbox import open_sandbox
 
     snap = snapshot(toolchain_repo(name, tmp_path))

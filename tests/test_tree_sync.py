@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from codeagent.harness.tree_sync import sync
+from codeagent.harness.layers.tree_sync import sync
 
 
 def tree(root, entries: dict) -> None:

@@ -39,7 +39,7 @@ class ReportRecipe:
     """How a repository's test suite prints a report a log parser reads (`test_report:`)."""
 
     command: str
-    log_parser: str  # a name of harness/log_parsers.py's PARSERS
+    log_parser: str  # a name of harness/logs/parsers.py's PARSERS
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class Missing:
 @dataclass(frozen=True)
 class Toolchain:
     """What a sandbox needs to build and test a repository of this language (the `toolchain:`
-    section; harness/env_toolchain.py detects it and builds its layers)."""
+    section; harness/toolchain/resolve.py detects it and builds its layers)."""
 
     name: str
     order: int  # detection order among toolchains with the same evidence

@@ -187,7 +187,7 @@ class HookSettings(_Section):
 
 
 class ImageSettings(_Section):
-    """Where eval/grade environments come from (harness/prebuilt.py)."""
+    """Where eval/grade environments come from (harness/images/prebuilt.py)."""
     source: Literal["build", "official"] = "build"  # official: pull the SWE-bench harness's images
     namespace: str = "swebench"  # of the official images
     registry: str = ""  # a registry mirror (host[:port][/path]) every prebuilt image is pulled through

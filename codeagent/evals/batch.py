@@ -286,7 +286,7 @@ def _record_reward(config_data: dict, trajectory_id: str | None, report: dict) -
     if not trajectory_id:
         return
     from ..config import Config
-    from ..harness.integrity import reasons
+    from ..harness import reasons
     from ..trajectory.store import TrajectoryStore
 
     store = TrajectoryStore(Config.model_validate(config_data).trajectory_root())

@@ -12,8 +12,8 @@ def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None,
     from ..data.ids import check_distinct_folders
     from ..data.provenance import at_provenance
     from ..data.swebench import repo_under
+    from ..harness import mark
     from ..harness.env_images import pulled
-    from ..harness.prebuilt import mark
 
     tasks = load_tasks(dataset, instance_ids=instances.split(",") if instances else None, regex=regex,
                        repo=repo_filter, slice=slice_)

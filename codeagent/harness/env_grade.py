@@ -1,7 +1,7 @@
 """Grade this patch on this task: the per-instance report every front end stores (`eval grade|run`,
 GRPO's harness grader, `traj grade`), here or on a Ray node (`grade_shipped`), and GRPO's sandbox
 grader (`grade_in_sandbox`). The images come from the task's source (env_images.py), the steps
-from the one flow (env_plan.py).
+from the one flow (grading/plan.py, through env_tests.py).
 
 The report: `instance_id`, the image facts (what was built or pulled), how the patch applied, the
 test infrastructure it touches, the verdict (GradeReport's fields, `outcome`, `tests_status`),
@@ -22,9 +22,10 @@ from typing import Any
 from ..task import Task
 from ..visible import visible
 from .env_images import built_images, image_source
-from .env_plan import grade_in, own_plan
-from .grading import Outcome, not_run
-from .task_env import TaskEnvironment, report_dict
+from .env_tests import run_plan_in_image
+from .grading.plan import grade_in, own_plan
+from .grading.task_env import TaskEnvironment, report_dict
+from .grading.verdict import Outcome, not_run
 
 Progress = Callable[[str], None]
 
@@ -46,9 +47,8 @@ def grade_patch(task: Task, patch: str, output_dir: Path | None = None, *, phase
         if phase is not None:
             phase("testing")
         testing = time.monotonic()
-        graded = grade_in(lambda: TaskEnvironment(task, grading.image, services=grading.services,
-                                                  workspace=grading.workspace, progress=progress),
-                          patch, grading.plan, reason=source.reason)
+        graded = run_plan_in_image(task, grading.plan, patch, image=grading.image, services=grading.services,
+                                   workspace=grading.workspace, progress=progress, reason=source.reason)
         report.update({**grading.facts, **graded.report(), "seconds": round(time.monotonic() - testing, 2)})
         log = graded.log
     report["total_seconds"] = round(time.monotonic() - started, 2)

@@ -1,15 +1,15 @@
 """Where a task's images come from: decided here, and only here (`image_source`).
 
-- `BuiltImages`: codeagent builds them from the task's environment spec (environment.py: base ->
+- `BuiltImages`: codeagent builds them from the task's environment spec (layers/python_env.py: base ->
   env -> instance, content-hashed, cached). The agent works in the instance image, the patch is
   graded in a fresh container of it, with the spec's test command, log parser and services.
-- `PulledImages`: the task runs in a prebuilt image pulled from a registry (prebuilt.py: the official
+- `PulledImages`: the task runs in a prebuilt image pulled from a registry (images/prebuilt.py: the official
   SWE-bench images with `--images official`, SWE-Gym, SWE-smith, R2E-Gym), prepared with codeagent's
   thin layer. The agent's image has the hidden tests taken out; grading uses the one that keeps them,
-  with the layout's own plan (prebuilt_eval.py).
+  with the layout's own plan (grading/prebuilt_rules.py).
 
-- `LanguageImages`: a task in another language (Go, Rust, JavaScript, Java, C/C++; lang_specs.py says
-  which): codeagent builds its toolchain, dependencies and instance layers (env_language.py) and grades
+- `LanguageImages`: a task in another language (Go, Rust, JavaScript, Java, C/C++; specs/languages.py says
+  which): codeagent builds its toolchain, dependencies and instance layers (toolchain/images.py) and grades
   with its spec's test commands and log parser.
 
 Every caller (eval, the regression verifier, GRPO rollouts, `traj grade`, `--prebuild`) asks
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..sandbox.workspace import RepoSnapshot
 from ..task import Task
-from .env_plan import TestPlan
+from .grading.plan import TestPlan
 
 Phase = Callable[[str], None]
 
@@ -96,11 +96,11 @@ class _Built:
 
 
 class BuiltImages(_Built):
-    """Images codeagent builds from the task's environment spec (harness/specs.py)."""
+    """Images codeagent builds from the task's environment spec (harness/specs/swebench.py)."""
 
     @cached_property
     def spec(self):
-        from .specs import spec_for
+        from .specs.swebench import spec_for
 
         return spec_for(self.task)
 
@@ -109,7 +109,7 @@ class BuiltImages(_Built):
         return list(self.spec.services)
 
     def images(self, log_dir: Path | None = None, phase: Phase | None = None):
-        from .environment import task_images
+        from .layers.python_env import task_images
 
         return task_images(self.task, self.spec, log_dir=log_dir, phase=phase)
 
@@ -119,7 +119,7 @@ class BuiltImages(_Built):
                 "python_fallback": spec.fallback, "log_parser": spec.log_parser}
 
     def plan(self, *, network: bool = False) -> TestPlan:
-        from .env_plan import spec_plan
+        from .grading.plan import spec_plan
 
         return spec_plan(self.task, self.spec, network=network)
 
@@ -133,14 +133,14 @@ class BuiltImages(_Built):
 
 
 class LanguageImages(_Built):
-    """A language task's images (env_language.py), from its language spec (lang_specs.py)."""
+    """A language task's images (toolchain/images.py), from its language spec (specs/languages.py)."""
 
     services: list[Any] = []
 
     @cached_property
     def spec(self):
-        from .lang_specs import language_spec_for
-        from .spec_model import SpecError
+        from .specs.languages import language_spec_for
+        from .specs.model import SpecError
 
         spec = language_spec_for(self.task)
         if spec is None:
@@ -148,7 +148,7 @@ class LanguageImages(_Built):
         return spec
 
     def images(self, log_dir: Path | None = None, phase: Phase | None = None):
-        from .env_language import language_images
+        from .toolchain.images import language_images
 
         return language_images(self.task, self.spec, log_dir=log_dir, phase=phase)
 
@@ -156,13 +156,13 @@ class LanguageImages(_Built):
         """The language and the toolchain version the spec asks for ('' the repository's, else Debian's;
         `toolchain_fallback`: the recipe cannot install it, Debian's is used); what a spec that cannot
         be resolved still says (the report's opening, before any build)."""
-        from .spec_model import SpecError
+        from .specs.model import SpecError
 
         try:
             spec = self.spec
         except SpecError:
-            from .lang_specs import load_language_specs, task_environment
-            from .specs import repo_name
+            from .specs.languages import load_language_specs, task_environment
+            from .specs.swebench import repo_name
 
             try:
                 own = task_environment(self.task) or {}
@@ -172,13 +172,13 @@ class LanguageImages(_Built):
             return {"language": own.get("language") or (file.language if file else "")}
         facts = {"language": spec.language, "toolchain_version": spec.toolchain_version or "", "log_parser": spec.log_parser}
         if spec.toolchain_version:
-            from .env_language import installs_versions
+            from .toolchain.images import installs_versions
 
             facts["toolchain_fallback"] = not installs_versions(spec.language)  # True: Debian's is used instead
         return facts
 
     def plan(self, *, network: bool = False) -> TestPlan:
-        from .env_plan import language_plan
+        from .grading.plan import language_plan
 
         return language_plan(self.task, self.spec, network=network)
 
@@ -191,38 +191,38 @@ class LanguageImages(_Built):
 
 
 class PulledImages:
-    """A prebuilt image pulled from a registry, with codeagent's layer (harness/prebuilt.py)."""
+    """A prebuilt image pulled from a registry, with codeagent's layer (harness/images/prebuilt.py)."""
 
     pulled = True
     sandbox_grades = False  # the hidden tests are not in the agent's image: graded in the grading image
     services: list[Any] = []
 
     def __init__(self, task: Task, registry: str | None = None):
-        from .prebuilt import mark
+        from .images.prebuilt import mark
 
         if registry and not task.extra.get("images", {}).get("registry"):  # the mirror unless the task names one
             task = mark([task], registry=registry)[0]
         self.task = task
 
     def prepare(self, log_dir: Path | None = None, phase: Phase | None = None) -> list[str]:
-        from .prebuilt import prepare
+        from .images.prebuilt import prepare
 
         return prepare(self.task, log_dir).built
 
     def agent_image(self, log_dir: Path | None = None, phase: Phase | None = None) -> tuple[str, RepoSnapshot]:
-        from .prebuilt import image_snapshot, prepare
+        from .images.prebuilt import image_snapshot, prepare
 
         image = prepare(self.task, log_dir).agent
         return image, image_snapshot(image)
 
     def test_image(self, log_dir: Path | None = None, phase: Phase | None = None) -> str:
-        from .prebuilt import prepare
+        from .images.prebuilt import prepare
 
         return prepare(self.task, log_dir).eval
 
     def grading(self, log_dir: Path | None = None, phase: Phase | None = None) -> Grading:
-        from .prebuilt import image_snapshot, prepare
-        from .prebuilt_eval import layout_plan
+        from .grading.prebuilt_rules import layout_plan
+        from .images.prebuilt import image_snapshot, prepare
 
         plan = layout_plan(self.task)
         images = prepare(self.task, log_dir)
@@ -231,13 +231,13 @@ class PulledImages:
         return Grading(images.eval, plan, workspace=image_snapshot(images.eval), facts=facts)
 
     def facts(self) -> dict[str, Any]:
-        from .prebuilt import layout
+        from .images.prebuilt import layout
 
         return {"image_source": self.task.extra.get("images", {}).get("source", "prebuilt"), "layout": layout(self.task)}
 
     @staticmethod
     def reason(error: Exception) -> str:
-        from .prebuilt import PrebuiltImageError
+        from .images.prebuilt import PrebuiltImageError
 
         if isinstance(error, PrebuiltImageError):  # one line already: the image that cannot be had
             return str(error)
@@ -252,8 +252,8 @@ ImageSource = BuiltImages | LanguageImages | PulledImages
 
 
 def built_images(task: Task) -> BuiltImages | LanguageImages:
-    """The images codeagent builds for the task: a language task's (lang_specs.py), else Python's."""
-    from .lang_specs import is_language_task
+    """The images codeagent builds for the task: a language task's (specs/languages.py), else Python's."""
+    from .specs.languages import is_language_task
 
     return LanguageImages(task) if is_language_task(task) else BuiltImages(task)
 

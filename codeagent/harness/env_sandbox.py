@@ -22,7 +22,7 @@ from typing import Any
 
 from ..task import Task
 from .env_images import Phase, image_source
-from .task_env import TaskEnvironment
+from .grading.task_env import TaskEnvironment
 
 
 @dataclass

@@ -4,7 +4,7 @@
   repository's major.minor at the base commit (its `__version__` as SWE-bench reads it, else its
   packaging metadata), mapped to the nearest spec version not above it;
 - another language: `extra["environment"]` names the language, the test command and the parser of
-  the repository's own graded test report (harness/env_toolchain.py's `test_report`), and the toolchain
+  the repository's own graded test report (harness/toolchain/resolve.py's `test_report`), and the toolchain
   version of the unit's day (toolchain_era.py);
 - Python without a spec file: a generic environment (pytest over the test patch's files).
 """
@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..harness.spec_files import load_library
+from ..harness import load_library
 from ..sandbox.workspace import RepoSnapshot
 from ..task import Task
 from .candidates import Candidate, Skip
@@ -112,7 +112,7 @@ def nearest_version(version: str, known: list[str]) -> str | None:
 
 def _test_report(snap: RepoSnapshot):
     """The repository's graded test report (None: no toolchain detected)."""
-    from ..harness.env_toolchain import test_report
+    from ..harness import test_report
 
     return test_report(snap)
 

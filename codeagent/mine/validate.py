@@ -21,12 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..harness import PASSING, parse_log
 from ..harness.env_grade import grade_patch
 from ..harness.env_images import image_source
-from ..harness.env_plan import Graded, grade_in
-from ..harness.judge import judge_evidence, without_canaries
-from ..harness.log_parsers import PASSING, parse_log
-from ..harness.task_env import TaskEnvironment
+from ..harness.env_tests import Graded, judge_evidence, run_plan_in_image, without_canaries
 from ..sandbox.errors import DockerUnavailable
 from ..task import Task
 from .candidates import Skip
@@ -199,9 +197,9 @@ class _Runner:
             _check(self.cancel)
             self.say(f"{side} run {number}/{self.reruns}")
             started = time.monotonic()
-            graded = grade_in(lambda: TaskEnvironment(self.task, self.grading.image, services=self.grading.services,
-                                                      workspace=self.grading.workspace), patch, self.plan,
-                              reason=self.source.reason)
+            graded = run_plan_in_image(self.task, self.plan, patch, image=self.grading.image,
+                                       services=self.grading.services, workspace=self.grading.workspace,
+                                       reason=self.source.reason)
             _check(self.cancel)  # a run the stop cut short says nothing about the candidate
             outcome = getattr(graded.verdict.outcome, "value", graded.verdict.outcome)
             if outcome in BROKEN:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..config import Config, repository_trusted
-from ..harness.env_toolchain import Environment, resolve
+from ..harness import Environment, resolve
 from ..sandbox import RepoSnapshot, snapshot
 
 
@@ -37,7 +37,7 @@ def with_repository_environment(config: Config, repo: str, commit: str | None,
 def repository_tests(snap: RepoSnapshot):
     """The repository's own tests in their graded form (a TestReport: command, log parser): its toolchain's
     (harness/env_testcmd.py), else pytest where its files say so; None when neither is found."""
-    from ..harness.env_toolchain import TestReport, test_report
+    from ..harness import TestReport, test_report
     from ..scaling.test_command import detect_in_git
 
     report = test_report(snap)
@@ -50,7 +50,7 @@ def counted(report, output: str) -> str:
     """One line: how many tests the output reports, by status (its parser's reading)."""
     from collections import Counter
 
-    from ..harness.log_parsers import parse_log
+    from ..harness import parse_log
 
     statuses = Counter(parse_log(report.log_parser, output).values())
     if not statuses:

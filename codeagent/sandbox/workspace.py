@@ -43,7 +43,7 @@ URL_PATTERN = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
 IGNORED_DEBRIS = ("__pycache__/", "*.py[co]", ".pytest_cache/", "*.egg-info/", ".mypy_cache/", ".tox/")
 
 # What an environment image installed in the workdir before the tree came (node_modules/, target/): git
-# exclude lines, kept out of the base commit and of every diff (harness/env_deps.py writes it).
+# exclude lines, kept out of the base commit and of every diff (harness/toolchain/deps.py writes it).
 INSTALLED = "/etc/codeagent/installed"
 # What an environment image says of itself for the agent's prompt: its toolchains, how its dependencies
 # were installed, the repository's test command (written by the harness, never by the repository's code).

@@ -4,7 +4,7 @@ For a task in SWE-bench format with an environment spec:
 
 1. Choose the relevant existing test files (relevant_tests.py); FAIL_TO_PASS and the test patch
    are hidden and never read.
-2. Run those files once on the original code, in a fresh task environment (harness/task_env.py:
+2. Run those files once on the original code, in a fresh task environment (harness/grading/task_env.py:
    the instance image, the harness's test runner, log parsers and grading). The relevant tests
    are the ones that pass there (and are in PASS_TO_PASS when it is given).
 3. Run them on each candidate, in a fresh environment, with the test files being run put back to
@@ -14,10 +14,10 @@ For a task in SWE-bench format with an environment spec:
    infrastructure failure leaves no score (the verifier did not run for that candidate). Tests
    most candidates break are left out of the scores (consensus.py).
 4. A patch that touches test infrastructure (a conftest.py, test settings, the test files run,
-   test files in general: harness/integrity.py), or whose run passes a test the log also reports
+   test files in general: harness/grading/integrity.py), or whose run passes a test the log also reports
    failing, scores 0, outcome `test_infrastructure`, unless `test_infrastructure="allow"`: its
    tests may pass because of what it changed in them. A run whose log does not match what
-   codeagent's pytest plugin saw (harness/guard.py) scores 0 whatever the policy: no status in
+   codeagent's pytest plugin saw (harness/grading/guard.py) scores 0 whatever the policy: no status in
    that log can be trusted.
 
 Results can be cached on disk (`cache_dir`): the baseline per task, each candidate's run per patch.
@@ -74,7 +74,7 @@ class RegressionSuite:
 def _command(task: Task, spec, files: list[str]) -> str:
     """The harness's test command (spec test_cmd, test_env, pre_test, Django labels) for `files`,
     made by the harness's own directive code from a header-only diff that names them."""
-    from ..harness.directives import test_command
+    from ..harness import test_command
 
     headers = "".join(f"diff --git a/{path} b/{path}\n" for path in files)
     return test_command(task.model_copy(update={"test_patch": headers}), spec)
@@ -82,20 +82,18 @@ def _command(task: Task, spec, files: list[str]) -> str:
 
 def _run(task: Task, image: str, command: str, parser: str, timeout: float, tests: list[str],
          patch: str, reset: Sequence[str] = ()) -> dict[str, Any]:
-    """One run in a fresh task environment, through the harness's grading flow (harness/env_plan.py):
+    """One run in a fresh task environment, through the harness's grading flow (harness/grading/plan.py):
     apply `patch` (none when empty), put the `reset` files back to their original version (a candidate
     cannot make an existing test pass by editing it), run `command`, grade `tests` as must-stay-passing."""
+    from ..harness import parse_log
     from ..harness.env_images import image_source
-    from ..harness.env_plan import grade_in, suite_plan
-    from ..harness.judge import without_canaries
-    from ..harness.log_parsers import parse_log
-    from ..harness.task_env import TaskEnvironment
+    from ..harness.env_tests import run_plan_in_image, suite_plan, without_canaries
 
     started = time.monotonic()
     result: dict[str, Any] = {}
     services = image_source(task).services
-    graded = grade_in(lambda: TaskEnvironment(task, image, services=services), patch,
-                      suite_plan(command, parser, timeout, tests, list(reset)))
+    graded = run_plan_in_image(task, suite_plan(command, parser, timeout, tests, list(reset)), patch,
+                               image=image, services=services)
     verdict, run = graded.verdict, graded.run
     if graded.applied is not None and patch.strip():
         result["test_infrastructure"] = graded.flags
@@ -118,8 +116,8 @@ def prepare_suite(task: Task, patches: Sequence[str] = (), *, cache_dir: str | P
     """Choose the relevant test files, build (or reuse) the task's images, and run the files once
     on the original code. `patches`: the candidates' patches, for discovery when the task has no
     PASS_TO_PASS. The suite is cached in cache_dir/<instance>/suite-<key>.json."""
+    from ..harness import spec_for
     from ..harness.env_images import image_source
-    from ..harness.specs import spec_for
 
     if files is None:
         files, source = choose_test_files(task, patches)
@@ -182,7 +180,7 @@ def run_candidate(task: Task, suite: RegressionSuite, patch: str, *, cache_dir: 
     """The suite on one patch: {"score", "passed", "total", "broken", "outcome", ...}; "score" is
     None when the run could not say (infrastructure failure or no usable suite). A patch that
     touches test infrastructure scores 0 unless `test_infrastructure` is "allow"."""
-    from ..harness.integrity import zeroed
+    from ..harness import zeroed
 
     zeroed({}, test_infrastructure)  # a bad policy is an error before any run
     if not suite.usable:
@@ -200,7 +198,7 @@ def run_candidate(task: Task, suite: RegressionSuite, patch: str, *, cache_dir: 
     masked = [test for test in run.get("masked_failures") or [] if test not in (suite.base.get("masked_failures") or [])]
     if masked:  # the original code's run masks none of these (a junk id masked there too says nothing)
         report["masked_failures"] = masked
-    if run.get("tamper_evidence"):  # the log does not match what codeagent's pytest plugin saw (harness/guard.py)
+    if run.get("tamper_evidence"):  # the log does not match what codeagent's pytest plugin saw (harness/grading/guard.py)
         report["tamper_evidence"] = run["tamper_evidence"]
     if outcome == "harness_error":
         report.update(score=None, reason=run.get("reason"))
@@ -229,7 +227,7 @@ def run_candidate(task: Task, suite: RegressionSuite, patch: str, *, cache_dir: 
 def _integrity_policy(report: dict[str, Any], policy: str) -> dict[str, Any]:
     """Score 0 a run whose patch touches test infrastructure, under the "zero" policy (the run's
     own figures stay in the report; the cache keeps the run as it was)."""
-    from ..harness.integrity import reasons, zeroed
+    from ..harness import reasons, zeroed
 
     if not zeroed(report, policy) or report.get("score") is None:
         return report

@@ -5,7 +5,7 @@ that test passes with its patch.
 In a Python repository the test is a pytest file at TEST_PATH, judged by pytest's exit code. In a
 repository of another language (the rule of the regression verifier: no sign of pytest, a toolchain
 detected) it is the new files the run adds, in the repository's own framework, judged by the
-repository's test report (harness/env_toolchain.py test_report): its tests are the ids the report
+repository's test report (harness/toolchain/resolve.py test_report): its tests are the ids the report
 names that the original code's run does not. A test that breaks the build of the original code (an
 API the issue asks for) fails there for real, as a pytest collection error does.
 """
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.prompts import render
 from ..config import Config
-from ..harness.log_parsers import parse_log
+from ..harness import parse_log
 from ..models import Model
 from ..sandbox.restore import restore_patch
 from ..task import Task
@@ -27,7 +27,7 @@ from .candidates import SandboxFactory
 from .types import Candidate
 
 if TYPE_CHECKING:
-    from ..harness.env_toolchain import TestReport
+    from ..harness import TestReport
     from ..sandbox import Sandbox
 
 TEST_PATH = ".codeagent-scratch/reproduce_test.py"
@@ -93,8 +93,7 @@ def score_reproduction(source: str | RepoTest, candidates: list[Candidate], sand
 
 
 def _judge_python(sandbox, source, timeout: float) -> tuple[bool, str]:
-    from ..harness.judge import judge_evidence
-    from ..harness.task_env import watched_run
+    from ..harness.env_tests import judge_evidence, watched_run
 
     sandbox.write_file(TEST_PATH, source)
     run = watched_run(sandbox, reproduction_command(), "pytest", timeout, [TEST_PATH])
@@ -108,8 +107,7 @@ def _judge_python(sandbox, source, timeout: float) -> tuple[bool, str]:
 def _language_report(task: Task) -> TestReport | None:
     """The repository's own test report when it is not a Python repository (no SWE-bench-style spec,
     no sign of pytest), else None."""
-    from ..harness.env_toolchain import test_report
-    from ..harness.specs import SpecError, spec_for
+    from ..harness import SpecError, spec_for, test_report
     from ..sandbox.workspace import snapshot
     from .test_command import detect_in_git
 
@@ -131,7 +129,7 @@ def _statuses(sandbox: Sandbox, report: TestReport, timeout: float) -> dict[str,
 def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory: SandboxFactory,
                        report: TestReport, timeout: float) -> tuple[RepoTest | None, str]:
     from ..agent.loop import Agent
-    from ..harness.env_toolchain import detect
+    from ..harness import detect
     from ..sandbox.workspace import snapshot
     from .scratch import touched_files
 
@@ -172,8 +170,7 @@ def _applied(sandbox, candidate: Candidate) -> bool:
 
 
 def _judge_in_language(sandbox, test: RepoTest, timeout: float) -> tuple[bool, str]:
-    from ..harness.judge import judge_evidence, without_canaries
-    from ..harness.task_env import watched_run
+    from ..harness.env_tests import judge_evidence, watched_run, without_canaries
 
     for path, text in test.files:
         sandbox.write_file(path, text)

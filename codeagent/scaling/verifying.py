@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from ..harness.log_parsers import parse_log
+from ..harness import parse_log
 from ..sandbox.restore import restore_patch
 from ..task import Task
 from .candidates import ModelFactory, SandboxFactory
@@ -101,7 +101,7 @@ def _test_command(task: Task, config: Config) -> tuple[str | None, str, str]:
         return task.test_command, str(task.extra.get("log_parser") or "pytest"), "the task's test_command"
     if _has_environment(task):
         return None, "", ""
-    from ..harness.env_toolchain import test_report
+    from ..harness import test_report
     from ..sandbox.workspace import snapshot
     from .test_command import detect_in_git
 
@@ -116,7 +116,7 @@ def _test_command(task: Task, config: Config) -> tuple[str | None, str, str]:
 
 
 def _has_environment(task: Task) -> bool:
-    from ..harness.specs import SpecError, spec_for
+    from ..harness import SpecError, spec_for
 
     try:
         spec_for(task)

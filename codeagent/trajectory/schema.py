@@ -62,7 +62,7 @@ class Totals(BaseModel):
 # Fields an update record may set; everything else is fixed at creation or folded from steps.
 UPDATABLE_FIELDS = ("patch", "exit_status", "exit_message", "wall_seconds", "model", "api_base")
 # Verification fields that hold integrity flags: `distrust` is what every grader records from
-# harness/integrity.reasons() (whatever that rule flags: test infrastructure touched, masked failures,
+# harness/grading/integrity.reasons() (whatever that rule flags: test infrastructure touched, masked failures,
 # a tampered test run...); the others are a grade report's raw flags, when one is recorded whole.
 INTEGRITY_FIELDS = ("distrust", "touches_test_infrastructure", "masked_failures", "integrity_flags")
 

@@ -136,7 +136,7 @@ def remove_images(registry: str) -> None:
     on them (their parents are those images), children first."""
     from docker.errors import APIError
 
-    from codeagent.harness.prebuilt import PREPARED_IMAGE
+    from codeagent.harness.images.prebuilt import PREPARED_IMAGE
     from codeagent.sandbox.engine import docker_client
 
     client = docker_client()

@@ -1,0 +1,1 @@
+"""Images pulled from a registry (prebuilt.py)."""

@@ -1,0 +1,3 @@
+"""Toolchains: what a repository needs by evidence (detect.py), its test command (test_command.py), the
+layers that install them (deps.py), a user's repository's environment (resolve.py), a language task's
+images (images.py)."""
