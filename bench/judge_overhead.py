@@ -37,7 +37,7 @@ from codeagent.task import Task
 from codeagent.harness.env_grade import grade_patch
 row, repo = json.loads(sys.argv[1]), sys.argv[2]
 if sys.argv[3] == "off":  # the judge switched off: a Watch with no observer installs and collects nothing
-    from codeagent.harness import judge
+    from codeagent.harness.grading import judge
 
     def unwatched(self, box, parent, command, log_parser, test_files=()):
         self.context, self.observers = judge.Context(box, parent, command, log_parser, list(test_files)), []

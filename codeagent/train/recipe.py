@@ -189,7 +189,7 @@ class RewardsSection(_Strict):
     # group (leave_one_out, RLOO; train/objectives.py).
     baseline: Literal["group_mean", "leave_one_out"] = "group_mean"
     # A patch that touches test infrastructure (conftest.py, test settings, test files: see
-    # codeagent/harness/integrity.py) earns 0 on every component ("zero"), or is rewarded as graded ("allow").
+    # codeagent/harness/grading/integrity.py) earns 0 on every component ("zero"), or is rewarded as graded ("allow").
     test_infrastructure: Literal["zero", "allow"] = "zero"
 
 

@@ -19,7 +19,7 @@ An infrastructure failure (a rollout that crashed, a harness error while grading
 all: None, which TRL (1.x) leaves out of the loss, never a 0 the policy would be punished with.
 
 A patch that touches test infrastructure the grading relies on (a conftest.py, test settings, test
-files: codeagent/harness/integrity.py), or whose grade passes a listed test the log also reports
+files: codeagent/harness/grading/integrity.py), or whose grade passes a listed test the log also reports
 failing, earns 0 on every component unless `test_infrastructure` is "allow": a conftest hook that
 turns failures into passes is graded resolved officially, and a policy would learn it.
 

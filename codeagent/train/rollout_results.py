@@ -108,7 +108,7 @@ class RolloutBatch:
             "resolved_rate": sum(float(r.rewards.get("resolved") or 0.0) for r in scored) / max(1, len(scored)),
             "masked": sum(1 for r in rollouts if r.masked),
             "infra_failures": len(rollouts) - len(scored),
-            # graded runs whose test log the harness's judge did not believe (harness/judge/): reward 0
+            # graded runs whose test log the harness's judge did not believe (harness/grading/judge/): reward 0
             "tampered": sum(1 for r in scored if r.grade.get("tamper_evidence")),
             "groups": len(groups),
             "uniform_groups": sum(1 for group in groups if group and group[0] in uniform),

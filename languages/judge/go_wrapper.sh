@@ -1,5 +1,5 @@
 #!/bin/sh
-# codeagent's judge for Go (codeagent/harness/judge/go.py), first on PATH as `go` during a graded test
+# codeagent's judge for Go (codeagent/harness/grading/judge/go.py), first on PATH as `go` during a graded test
 # run: `go test` gets a canary test in every package with tests and starts every test binary through the
 # launcher; any other go command runs as it is. The canary goes in by -overlay where `go vet` reads
 # overlays (Go 1.24 and later: the tree is not touched), else as a file in the package's folder for the
