@@ -15,6 +15,7 @@ import pytest
 from codeagent.code.languages import Toolchain
 from codeagent.harness.toolchain import resolve as env_toolchain
 from codeagent.harness.toolchain.resolve import detect, resolve
+from codeagent.harness.toolchain.test_command import human_test_command
 from codeagent.sandbox import snapshot
 from codeagent.sandbox.images import image_exists
 
@@ -32,13 +33,13 @@ from .support.toolchains import toolchain_repo
 def test_detected_from_the_repositorys_files(tmp_path, name, toolchain, version, test_command):
     found = detect(snapshot(toolchain_repo(name, tmp_path)))
     assert found is not None and found.label == f"{toolchain} {version}".strip()
-    assert found.test_command == test_command
+    assert human_test_command(found) == test_command
 
 
 def test_a_makefile_alone_is_not_c_and_python_stays_on_the_base_image(make_repo):
     assert detect(snapshot(make_repo({"Makefile": "all:\n\ttrue\n", "setup.py": ""}))) is None
     found = detect(snapshot(make_repo({"Makefile": "test:\n\tcc -o t t.c && ./t\n", "t.c": "int main(){}"})))
-    assert found is not None and found.toolchain.name == "c/c++" and found.test_command == "make test"
+    assert found is not None and found.toolchain.name == "c/c++" and human_test_command(found) == "make test"
     environment = resolve(snapshot(make_repo({"main.py": ""})), base="codeagent/base:x", build=False)
     assert environment.image is None and environment.line.startswith("environment: python")
 

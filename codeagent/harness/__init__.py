@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .toolchain.resolve import detect as detect
     from .toolchain.resolve import resolve as resolve
     from .toolchain.resolve import test_report as test_report
+    from .toolchain.test_command import human_test_command as human_test_command
 
 # name -> (module, attribute; None: the module itself)
 _EXPORTS: dict[str, tuple[str, str | None]] = {
@@ -64,6 +65,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Environment": (".toolchain.resolve", "Environment"),
     "TestReport": (".toolchain.resolve", "TestReport"),
     "detect": (".toolchain.resolve", "detect"),
+    "human_test_command": (".toolchain.test_command", "human_test_command"),
     "resolve": (".toolchain.resolve", "resolve"),
     "test_report": (".toolchain.resolve", "test_report"),
 }

@@ -18,6 +18,7 @@ import time
 import weakref
 
 from . import disk
+from .capabilities import CAPABILITIES
 from .docker_recovery import FORK_FAILED, PIDS_NEAR_LIMIT, DockerRecovery
 from .engine import docker_client
 from .errors import ImageMissing, PatchTooLarge, SandboxDead, SandboxError, too_large_message
@@ -40,15 +41,6 @@ __all__ = ["CAPABILITIES", "FORK_FAILED", "HOST_LABEL", "LABEL", "MOUNT_POINT", 
 STATE_DIR = "/tmp/.codeagent"
 _open_sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 
-# Capabilities kept from Docker's default set; everything else is dropped. Root in the sandbox
-# must still install and build what tasks need: CHOWN, FOWNER, FSETID and DAC_OVERRIDE for apt,
-# dpkg, pip, tar and `chown` in the harness's images (DAC_OVERRIDE also lets root open the 0600
-# FIFOs of a non-root host user), SETUID/SETGID for apt's _apt user and `su` in test scripts, KILL
-# to kill process trees of any uid (our kill-tree script), NET_BIND_SERVICE for tests that serve
-# on a low port of the loopback. Dropped: MKNOD, NET_RAW, SETFCAP, SETPCAP, SYS_CHROOT,
-# AUDIT_WRITE. With no-new-privileges and no writable host path, a setuid file made inside
-# cannot matter outside.
-CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"]
 # /dev/shm, whatever the engine's default; its pages (like /dev's, a 64 MiB tmpfs too) count
 # against the container's memory limit
 SHM_SIZE = "64m"

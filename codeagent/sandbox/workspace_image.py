@@ -8,6 +8,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .capabilities import CAPABILITIES
 from .engine import docker_client
 from .errors import SandboxError, WorkspaceError
 from .images import require_image
@@ -67,8 +68,6 @@ def workspace_image(snapshot: RepoSnapshot, base_tag: str, workdir: str) -> str:
 
 def _confined() -> dict:
     """The sandbox's capabilities, no new privileges, and limits: only git runs here, on the repository's files."""
-    from .docker import CAPABILITIES  # docker.py imports this module
-
     return dict(cap_drop=["ALL"], cap_add=CAPABILITIES, security_opt=["no-new-privileges"], mem_limit="2g",
                 memswap_limit="2g", pids_limit=512)
 

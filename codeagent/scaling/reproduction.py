@@ -129,14 +129,14 @@ def _statuses(sandbox: Sandbox, report: TestReport, timeout: float) -> dict[str,
 def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory: SandboxFactory,
                        report: TestReport, timeout: float) -> tuple[RepoTest | None, str]:
     from ..agent.loop import Agent
-    from ..harness import detect
+    from ..harness import detect, human_test_command
     from ..sandbox.workspace import snapshot
     from .scratch import touched_files
 
     found = detect(snapshot(task.repo, task.base_commit))
     with sandbox_factory() as sandbox:
         prompt = render("reproduce_tests", config.agent.prompts_dir, problem_statement=task.problem_statement,
-                        workdir=sandbox.workdir, test_command=found.test_command if found else report.command)
+                        workdir=sandbox.workdir, test_command=human_test_command(found) if found else report.command)
         result = Agent(model, config).run(task, sandbox, instance_prompt=prompt)
         added = [item.new for item in touched_files(sandbox.diff()) if item.old is None and item.new]
         files = tuple((path, sandbox.read_file(path).decode("utf-8", errors="replace")) for path in added)

@@ -127,12 +127,6 @@ class Detected:
         return self.toolchain.name + (f"/{self.variant.name}" if self.variant else "")
 
     @property
-    def test_command(self) -> str:
-        from .test_command import human_test_command
-
-        return human_test_command(self)
-
-    @property
     def label(self) -> str:
         return self.name + (f" {self.version}" if self.version else "")
 
