@@ -143,17 +143,17 @@ def test_the_requirements_reader_refuses_a_dataset_commit_that_is_an_option(host
 def test_listings_read_names_nul_separated(hostile):
     """Non-ASCII, newline and tab names came back quoted from `ls-tree`/`grep` without -z (0972c8d: the test
     file `tests/test_ünï.py` was never found)."""
-    from codeagent.harness.toolchain.images import _top_names
-    from codeagent.harness.toolchain.resolve import _names, read_file
+    from codeagent.harness.toolchain.detect import RepoFiles
     from codeagent.sandbox.workspace import snapshot
     from codeagent.scaling.relevant_tests import discover_test_files
     from codeagent.scaling.test_command import detect_in_git
 
     repo, outside = hostile
     snap = snapshot(repo)
-    assert {"--output=x.py", "-rf", "new\nline.py", "tab\there.py", '"quoted".py', "tests"} <= _top_names(snap)
-    assert "tests/test_ünï.py" in _names(snap, "tests")
-    assert read_file(snap, "-rf") == b"b\n"
+    files = RepoFiles(snap)  # what the toolchain's detection reads
+    assert {"--output=x.py", "-rf", "new\nline.py", "tab\there.py", '"quoted".py', "tests"} <= files.top
+    assert "tests/test_ünï.py" in files.names("tests")
+    assert files.read("-rf") == b"b\n"
     assert discover_test_files(snap.git_dir, snap.commit, ["pkg/mod.py"]) == ["tests/test_ünï.py"]
     assert detect_in_git(str(snap.git_dir), snap.commit) is not None  # pytest, for the test file
     for call in (lambda: discover_test_files(snap.git_dir, option(outside), ["pkg/mod.py"]),

@@ -49,9 +49,8 @@ class RepoFiles:
     @property
     def all(self) -> list[str]:
         if self._all is None:
-            listing = self._git("-c", "core.quotePath=false", "ls-tree", "-r", "--name-only", *end_of_options(),
-                                self.snap.commit)
-            self._all = listing.decode(errors="replace").splitlines()
+            listing = self._git("ls-tree", "-r", "-z", "--name-only", *end_of_options(), self.snap.commit)
+            self._all = [name for name in listing.decode(errors="surrogateescape").split("\0") if name]
         return self._all
 
     @property
