@@ -390,7 +390,7 @@ def test_grpo_step_through_the_agent_loop_in_docker(tiny, tmp_path, no_leaks):
     """One GRPO step on the toy family: rollouts are real agent runs in Docker sandboxes with the policy,
     written to the store token-exact, graded by the hidden tests; what TRL trains on is the recorded ids,
     with every observation token masked out of the loss."""
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
     from codeagent.train.sequences import chain_steps
     from codeagent.trajectory.store import TrajectoryStore
@@ -441,8 +441,8 @@ def test_grpo_step_through_the_agent_loop_in_docker(tiny, tmp_path, no_leaks):
 def test_compact_filtering_masks_runs_that_hit_a_limit(tiny):
     """Runs that hit the step/time/cost limit, replies cut at max_tokens, and sequences longer than
     max_completion_length keep their reward but leave the loss (env_mask all 0)."""
+    from codeagent.train.grpo.rollouts import Rollout, Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollout, Rollouts
     from codeagent.trajectory.schema import Step, Trajectory
 
     recipe_ = load_recipe("grpo-tiny", [f"model.base={tiny}", "trainer.max_completion_length=12"])

@@ -123,9 +123,10 @@ def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens
     if not dry_run:
         _run("grpo", config, overrides)
         return
-    from . import TrainError, runnable
+    from . import TrainError
     from .dry_run import missing_model
-    from .memory import check_fits, estimate, layout_from_accelerate, report
+    from .grpo import runnable
+    from .grpo.memory import check_fits, estimate, layout_from_accelerate, report
     from .recipe import load_recipe
 
     try:

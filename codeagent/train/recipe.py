@@ -154,14 +154,14 @@ class RolloutSection(_Strict):
     mask_truncated: bool = True  # a reply cut at max_tokens, or a sequence longer than max_completion_length
     # A group whose rewards are all equal has no signal; always counted, left out of the loss when true.
     drop_uniform_groups: bool = False
-    # DAPO dynamic sampling (train/objectives.py): such groups are replaced by newly sampled groups of other
+    # DAPO dynamic sampling (train/grpo/objectives.py): such groups are replaced by newly sampled groups of other
     # tasks, for up to this many extra generation rounds per step (0: off); counted in metrics.jsonl.
     dynamic_sampling: int = Field(default=0, ge=0)
     # Periodic evaluation on the held-out tasks (data.held_out): every N optimizer steps (0: never),
     # `eval_samples` rollouts per task with the current policy; pass@1 and pass@eval_samples are logged.
     eval_every: int = 0
     eval_samples: int = 4
-    # Async GRPO (train/async_rollouts.py): rollout workers keep sampling from versioned copies of the policy
+    # Async GRPO (train/grpo/async_rollouts.py): rollout workers keep sampling from versioned copies of the policy
     # while the trainer steps; each rollout records the version that sampled it; groups staler than
     # max_staleness optimizer steps are dropped (counted in metrics.jsonl); at most buffer_batches generation
     # batches are started ahead (default max_staleness + 1).
@@ -186,7 +186,7 @@ class RewardsSection(_Strict):
     # with cheap well-formed steps).
     steps_aggregate: Literal["sum", "mean"] = "mean"
     # The baseline an advantage is measured from: TRL's group mean, or the mean of the other members of the
-    # group (leave_one_out, RLOO; train/objectives.py).
+    # group (leave_one_out, RLOO; train/grpo/objectives.py).
     baseline: Literal["group_mean", "leave_one_out"] = "group_mean"
     # A patch that touches test infrastructure (conftest.py, test settings, test files: see
     # codeagent/harness/integrity.py) earns 0 on every component ("zero"), or is rewarded as graded ("allow").
@@ -296,7 +296,7 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     recipe.source = source
     _check_trainer_keys(recipe, where)
     if recipe.method == "grpo":
-        from .runnable import cispo_cap
+        from .grpo.runnable import cispo_cap
 
         _check_grpo_dropout(recipe, where)
         if problem := cispo_cap(recipe.trainer):

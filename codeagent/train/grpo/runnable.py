@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .recipe import Recipe
+from ..recipe import Recipe
 
 CISPO_CAP_EXAMPLE = 5.0  # ScaleRL's epsilon_max, TRL's recommendation for loss_type cispo
 
