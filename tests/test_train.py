@@ -467,7 +467,7 @@ def test_compact_filtering_masks_runs_that_hit_a_limit(tiny):
 def test_served_model_answers_a_tool_call_through_litellm(sft_adapter):
     from codeagent.models import Sampling
     from codeagent.models.litellm_model import LiteLLMModel
-    from codeagent.train.serve import Server, load_served_model
+    from codeagent.serve.server import Server, load_served_model
 
     with Server(load_served_model(str(sft_adapter), max_new_tokens=40), name="tiny", port=0) as server:
         import litellm
@@ -494,7 +494,8 @@ def test_served_model_answers_a_tool_call_through_litellm(sft_adapter):
 def test_cli_reports_user_errors_in_one_line(tiny, store, tmp_path):
     from click.testing import CliRunner
 
-    from codeagent.train.commands import serve, train_group
+    from codeagent.serve.commands import serve
+    from codeagent.train.commands import train_group
 
     runner = CliRunner()
     result = runner.invoke(train_group, ["sft", "-c", "sft-tiny", "lora.rnk=4"])
