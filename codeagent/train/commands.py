@@ -7,6 +7,7 @@ import sys
 import click
 
 EXIT_USER_ERROR = 3  # as the rest of the CLI: a problem the user can fix, said in one line
+TRAINERS = {"sft": "codeagent.train.sft", "dpo": "codeagent.train.dpo", "grpo": "codeagent.train.grpo.trainer"}
 
 
 def _fail(message: str) -> None:
@@ -15,6 +16,7 @@ def _fail(message: str) -> None:
 
 
 def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
+    import importlib
     import logging
 
     from ..interrupts import forget_handled_interrupt
@@ -26,7 +28,7 @@ def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
     recipe = None
     try:
         recipe = load_recipe(config, overrides, method=method)
-        module = __import__(f"codeagent.train.{method}", fromlist=["run"])
+        module = importlib.import_module(TRAINERS[method])
         click.echo(f"{method}: base {recipe.model.base}, output {recipe.output_dir}", err=True)
         adapter = module.run(recipe)
     except (TrainError, ModelConfigError) as error:
