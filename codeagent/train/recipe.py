@@ -287,6 +287,22 @@ def load_recipe(name_or_path: str | Path | None, overrides: list[str] | tuple[st
     return validate_recipe(data, source)
 
 
+CISPO_CAP_EXAMPLE = 5.0  # ScaleRL's epsilon_max, TRL's recommendation for loss_type cispo
+
+
+def cispo_cap(trainer: dict[str, Any]) -> str | None:
+    """TRL's CISPO clamps each token's importance weight at `epsilon_high` itself (not at 1 + epsilon_high, as
+    the clipped losses do): a DAPO-style 0.28 would clip every token, the on-policy ones (ratio 1) included."""
+    if trainer.get("loss_type") != "cispo":
+        return None
+    cap = trainer.get("epsilon_high", trainer.get("epsilon", 0.2))
+    if cap is None or float(cap) <= 1.0:
+        return (f"trainer.loss_type=cispo takes trainer.epsilon_high as the cap of each token's importance weight "
+                f"(TRL clamps the ratio at it): {cap} is below 1, so every token, on-policy ones included, would be "
+                f"clipped. Set trainer.epsilon_high to the cap itself, e.g. {CISPO_CAP_EXAMPLE} (ScaleRL)")
+    return None
+
+
 def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     where = f"recipe {source}" if source else "recipe"
     try:
@@ -296,8 +312,6 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     recipe.source = source
     _check_trainer_keys(recipe, where)
     if recipe.method == "grpo":
-        from .grpo.runnable import cispo_cap
-
         _check_grpo_dropout(recipe, where)
         if problem := cispo_cap(recipe.trainer):
             raise TrainError(f"{where}: {problem}")
