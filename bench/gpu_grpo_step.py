@@ -22,14 +22,14 @@ bench/data/model_configs/):
   tokenizer from the hub), wrapped by TRL's GRPOTrainer with the LoRA of train/grpo-qwen7b.yaml and
   gradient checkpointing, its TRL config made by codeagent's trl_args from that recipe;
 - logprobs: the old (proximal) per-token logprobs of every sequence of the group, no gradient (beta 0:
-  no reference model), as train/offpolicy.py computes them (TRL's _get_per_token_logps_and_entropies);
+  no reference model), as train/grpo/offpolicy.py computes them (TRL's _get_per_token_logps_and_entropies);
 - forward+backward: TRL's own GRPO loss (_compute_loss, dapo) on each sequence, one per micro-step as
   the recipe accumulates them, and its backward; tokens/s over the whole group;
 - optimizer step: the optimizer TRL builds (create_optimizer), gradient clipping, step.
 The sequences are scripted token ids shaped as a rollout returns them: a first prompt, then assistant
 turns and tool observations chained by sequences.chain_steps (the observations masked out of the loss).
 Each phase records torch.cuda.max_memory_allocated (the peak reset before it) and, from
-codeagent.train.memory.estimate for the same recipe and shape, the terms that predict that phase
+codeagent.train.grpo.memory.estimate for the same recipe and shape, the terms that predict that phase
 (memory.PHASE_TERMS) and their sum. Results go to OUT/gpu_grpo_step.json after every phase (a crash
 keeps what was measured), the log to OUT/gpu_grpo_step.log; a table is printed last.
 """
@@ -160,7 +160,7 @@ class Phases:
     def run(self, name: str, body) -> bool:
         import torch
 
-        from codeagent.train.memory import phase_prediction
+        from codeagent.train.grpo.memory import phase_prediction
 
         entry: dict = {"phase": name}
         self.record["phases"].append(entry)
@@ -194,7 +194,7 @@ class Phases:
 def run_model(name: str, args, record: dict, save, log) -> None:
     import torch
 
-    from codeagent.train.memory import estimate
+    from codeagent.train.grpo.memory import estimate
     from codeagent.train.sequences import chain_steps
 
     cuda = args.device == "cuda"

@@ -58,9 +58,9 @@ def evaluate(adapter: Path, base: Path, tasks, per_task: int, store_dir: Path, w
     import torch
 
     from codeagent.models.hf import HFModel
-    from codeagent.train.grpo import agent_config
+    from codeagent.train.grpo.rollouts import Rollouts
+    from codeagent.train.grpo.trainer import agent_config
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
     from codeagent.trajectory.store import TrajectoryStore
 
     torch.manual_seed(seed)
@@ -139,7 +139,8 @@ def constant_policy_scores(tasks) -> dict[str, float]:
 
 
 def run_seed(seed: int, args, work: Path, demos: Path, train_tasks, held_out) -> dict:
-    from codeagent.train import grpo, sft
+    from codeagent.train import sft
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.modeling import merge_adapter
     from codeagent.train.recipe import load_recipe
     from codeagent.train.toy import build_toy_model

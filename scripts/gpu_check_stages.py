@@ -82,7 +82,7 @@ def grpo_through_the_engine(context) -> dict:
     through codeagent's generation path (Rollouts.generation: the weight sync, VLLMGenerator); the loss corrects
     per token. After the first optimizer step the engine must sample with the new weights: a sync that never
     arrives shows as a mismatch at step 1 (test_train_async.py measured 0.074 for one)."""
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
 
     route = "transformers" if context.dry else "vllm"
     recipe = _recipe(context, "grpo-tiny", f"rollout.generation={route}", "trainer.max_steps=2",
@@ -148,8 +148,8 @@ def versions_and_adapter_sync(context) -> dict:
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from codeagent.train.grpo.versions import PolicyVersions
     from codeagent.train.modeling import lora_config
-    from codeagent.train.versions import PolicyVersions
 
     recipe = _recipe(context, "grpo-tiny-async-served" if not context.dry else "grpo-tiny-async",
                      "rollout.vllm_server_args=[]", "rollout.vllm_max_model_len=1024")
@@ -167,7 +167,7 @@ def versions_and_adapter_sync(context) -> dict:
     else:
         if importlib.util.find_spec("vllm") is None:
             raise Skipped("vllm is not installed here")
-        from codeagent.train.vllm_server import served_versions
+        from codeagent.train.grpo.vllm_server import served_versions
 
         rollouts = SimpleNamespace(recipe=recipe, tokenizer=tokenizer)
         versions = served_versions(rollouts)

@@ -250,10 +250,10 @@ def test_serve_hangs_up_on_a_request_that_trickles_in():
     import socket
     import time
 
-    from codeagent.train.serve import Server
+    from codeagent.serve.server import Server
 
     with Server(object(), port=0, idle_seconds=30, request_seconds=1.5) as server:
-        host, port = server.httpd.server_address[:2]
+        host, port = server.server_address[:2]
         with socket.create_connection((host, port), timeout=10) as sock:
             sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
             started = time.monotonic()

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from codeagent.train.memory import PHASE_TERMS
+from codeagent.train.grpo.memory import PHASE_TERMS
 from tests.support.bench_scripts import load_bench_script
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -375,8 +375,8 @@ def test_the_sandbox_grader_catches_the_fake_fix(task, tmp_path, name):
     from codeagent.harness.specs.swebench import spec_for
     from codeagent.sandbox.docker import DockerSandbox
     from codeagent.sandbox.workspace import snapshot
+    from codeagent.train.grpo.rewards import compute
     from codeagent.train.recipe import RewardsSection
-    from codeagent.train.rewards import compute
 
     path, content, flagged = FAKE_FIXES[name]
     spec = spec_for(task)

@@ -167,8 +167,8 @@ def test_the_policy():
 
 
 def test_rewards_are_zero_for_a_flagged_patch():
+    from codeagent.train.grpo.rewards import compute
     from codeagent.train.recipe import RewardsSection
-    from codeagent.train.rewards import compute
 
     run = SimpleNamespace(patch=SOURCE_EDIT, steps=[])  # only what compute reads
     weights = RewardsSection(similarity=0.5)

@@ -143,7 +143,7 @@ def vllm_trainer(mode: str, processes: int = 1, **fields):
 
 def test_vllm_refuses_modes_that_would_hang_with_several_ranks():
     from codeagent.train import TrainError
-    from codeagent.train.generation import VLLMGenerator
+    from codeagent.train.grpo.generation import VLLMGenerator
 
     with pytest.raises(TrainError, match="collective"):
         VLLMGenerator(vllm_trainer("server", processes=2))
@@ -154,7 +154,7 @@ def test_vllm_refuses_modes_that_would_hang_with_several_ranks():
 
 
 def test_vllm_server_mode_batches_turns_and_honours_each_turn_limit():
-    from codeagent.train.generation import VLLMGenerator
+    from codeagent.train.grpo.generation import VLLMGenerator
 
     trainer = vllm_trainer("server")
     engine = VLLMGenerator(trainer)
@@ -325,7 +325,7 @@ def test_a_conversation_keeps_one_cache_entry_and_its_end_releases_it(tiny):
     (what rollouts call with the last recorded step) drops it."""
     from codeagent.models.hf import HFModel
     from codeagent.models.types import Sampling
-    from codeagent.train.generation import release_conversation
+    from codeagent.train.grpo.generation import release_conversation
 
     policy = HFModel(tiny.model, tiny.tokenizer, name="release")
     engine = policy.generator

@@ -66,8 +66,8 @@ def test_a_hacking_policy_earns_nothing_in_grpo_and_the_run_counts_it(tasks, tmp
     tampered (metrics.jsonl's `rollouts` event carries the same record)."""
     from codeagent.config import Config
     from codeagent.models.replay import ScriptedModel
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
     from codeagent.trajectory.store import TrajectoryStore
     from tests.support.cart import turn
 

@@ -109,7 +109,7 @@ def test_a_patch_that_stops_the_tests_from_running_is_a_failure_for_training(dat
     """A patch that deletes go.mod leaves a log in no format of the parser: a harness error for the
     report, marked `log_format_unknown`, which training scores as a failure instead of leaving it out
     (left out, breaking the environment would dodge a failing reward)."""
-    from codeagent.train.rollout_results import infrastructure_failure
+    from codeagent.train.grpo.rollout_results import infrastructure_failure
 
     path, repos = dataset
     row = json.loads(path.read_text().splitlines()[0])  # go

@@ -25,7 +25,8 @@ def test_a_grpo_step_on_a_mined_task_has_a_gradient(tmp_path, env):
 
     from codeagent.mine.mining import Options, mine, open_repository
     from codeagent.mine.progress import MiningProgress
-    from codeagent.train import grpo, sft
+    from codeagent.train import sft
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.modeling import merge_adapter
     from codeagent.train.recipe import load_recipe
     from codeagent.train.toy import build_toy_model

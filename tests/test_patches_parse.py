@@ -117,7 +117,7 @@ def test_a_candidate_symlink_is_never_followed_on_the_host(make_repo, tmp_path):
 
 
 def test_similarity_reward_files_deletions_under_their_own_names():
-    from codeagent.train.rewards import patch_similarity
+    from codeagent.train.grpo.rewards import patch_similarity
 
     def deletion(path: str) -> str:
         return (f"diff --git a/{path} b/{path}\ndeleted file mode 100644\n--- a/{path}\n+++ /dev/null\n"

@@ -285,8 +285,8 @@ def test_rollouts_open_the_task_image_through_the_configured_mirror(pushed):
 def test_grpo_rollouts_prepare_prebuilt_tasks_through_the_mirror(pushed):
     from codeagent.config import Config
     from codeagent.data import load_tasks
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
 
     recipe = load_recipe("grpo-tiny", ["model.base=unused", "rollout.environment=harness"])
     rollouts = Rollouts(recipe, load_tasks(pushed["r2e"]), tokenizer=type("T", (), {"eos_token_id": 2})(),

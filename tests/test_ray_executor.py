@@ -244,8 +244,8 @@ def test_a_grpo_rollout_on_ray_earns_what_the_local_one_does(cluster, task, tmp_
     from codeagent.config import Config
     from codeagent.executors.ray_sandbox import RaySandbox
     from codeagent.models import ScriptedModel
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
     from codeagent.trajectory.store import TrajectoryStore
 
     opened = []
@@ -286,7 +286,7 @@ def test_a_grpo_step_on_ray_hands_trl_the_local_training_inputs(cluster, tmp_pat
     import torch
 
     from codeagent.executors.ray_sandbox import RaySandbox
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
     from codeagent.train.tiny import build_tiny
 

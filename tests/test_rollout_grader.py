@@ -10,8 +10,8 @@ import pytest
 from codeagent.config import Config
 from codeagent.models.replay import ScriptedModel
 from codeagent.run.examples import example_as_task
+from codeagent.train.grpo.rollouts import Rollouts
 from codeagent.train.recipe import load_recipe
-from codeagent.train.rollouts import Rollouts
 from codeagent.trajectory.store import TrajectoryStore
 from tests.support.cart import RIGHT, fixer, turn
 

@@ -98,8 +98,8 @@ def _rollout_step(tmp_path, monkeypatch, warm: int):
     from codeagent.models.replay import ScriptedModel
     from codeagent.run.examples import example_as_task
     from codeagent.sandbox import docker
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
     from codeagent.trajectory.store import TrajectoryStore
     from tests.support.cart import RIGHT, fixer
 

@@ -34,7 +34,7 @@ def tiny(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(tiny):
-    from codeagent.train.serve import Server, load_served_model
+    from codeagent.serve.server import Server, load_served_model
 
     with Server(load_served_model(str(tiny), max_new_tokens=4), name="tiny", port=0) as server:
         yield server
@@ -99,7 +99,7 @@ def test_bad_parameters_are_400_with_the_reason(served):
 
 
 def test_tool_schemas_of_too_many_values_are_refused_before_rendering(served):
-    from codeagent.train.serve import MAX_STRUCTURED_VALUES
+    from codeagent.serve.server import MAX_STRUCTURED_VALUES
 
     huge = {"type": "object", "properties": {"a": {"enum": list(range(MAX_STRUCTURED_VALUES))}}}
     tools = [{"type": "function", "function": {"name": "f", "parameters": huge}}]
@@ -123,7 +123,7 @@ def test_only_json_bodies_are_accepted(served):
 
 
 def test_other_origins_are_refused_and_no_cors_is_answered(served):
-    port = served.httpd.server_address[1]
+    port = served.server_address[1]
     data = json.dumps({"messages": MESSAGES, "max_tokens": 2}).encode()
     for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"},
                     {"Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "cross-site"},
@@ -142,7 +142,7 @@ def test_other_origins_are_refused_and_no_cors_is_answered(served):
 def test_a_foreign_host_is_refused_even_without_an_origin(served):
     """DNS rebinding: a page at evil.example:PORT, its name now resolving to 127.0.0.1, GETs /v1/models
     (a simple request: no Origin is needed for a same-origin GET). The Host it sends names another server."""
-    port = served.httpd.server_address[1]
+    port = served.server_address[1]
     for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"localhost:{port + 1}"):
         for path in ("/v1/models", "/health"):
             reply = raw_exchange(served.url, b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), host.encode()))
@@ -153,7 +153,7 @@ def test_a_foreign_host_is_refused_even_without_an_origin(served):
 
 
 def test_an_oversized_body_is_refused_before_it_is_read(served):
-    from codeagent.train.serve import MAX_BODY_BYTES
+    from codeagent.serve.server import MAX_BODY_BYTES
 
     head = (b"POST /v1/chat/completions HTTP/1.1\r\n" + host_line(served.url) + b"Content-Type: application/json\r\n"
             b"Content-Length: 200000000\r\n\r\n")
@@ -168,10 +168,10 @@ def test_an_oversized_body_is_refused_before_it_is_read(served):
 
 
 def test_connections_are_bounded(tiny):
-    from codeagent.train.serve import Server, load_served_model
+    from codeagent.serve.server import Server, load_served_model
 
     with Server(load_served_model(str(tiny), max_new_tokens=2), port=0, max_connections=2) as server:
-        host, port = server.httpd.server_address[:2]
+        host, port = server.server_address[:2]
         held = [socket.create_connection((host, port), timeout=30) for _ in range(2)]
         try:
             for sock in held:  # a request head that never ends: each holds a connection slot
@@ -206,9 +206,9 @@ def test_memory_stays_bounded_under_oversized_and_many_requests(tiny):
     """The `serve` process under 6 oversized bodies (64 MB each, sent in full), 6 oversized chunked bodies,
     3 bodies of a million tiny JSON objects, 3 with them in a tool schema, and 100 small requests at once: its peak RSS grows by less than
     its connection slots and one decoded request can hold, not with the bytes sent (on main it grew by 690 MiB)."""
-    from codeagent.train.serve import DECODED_PER_BYTE, MAX_BODY_BYTES, MAX_CONNECTIONS
+    from codeagent.serve.server import DECODED_PER_BYTE, MAX_BODY_BYTES, MAX_CONNECTIONS
 
-    process = subprocess.Popen([sys.executable, "-m", "codeagent.train.commands", "serve", "--model", str(tiny), "--port", "0",
+    process = subprocess.Popen([sys.executable, "-m", "codeagent.serve.commands", "serve", "--model", str(tiny), "--port", "0",
                                 "--max-tokens", "2", "--threads", "1"], stderr=subprocess.PIPE)
     try:
         url = None
@@ -284,3 +284,55 @@ def test_memory_stays_bounded_under_oversized_and_many_requests(tiny):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def _read_response(sock: socket.socket, pending: bytes = b"") -> tuple[bytes, bytes, bytes]:
+    """One response off a kept-alive connection (its head, its body), and the bytes read past it."""
+    while b"\r\n\r\n" not in pending:
+        chunk = sock.recv(65536)
+        assert chunk, f"the connection closed before a response: {pending!r}"
+        pending += chunk
+    head, _, rest = pending.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed inside a response"
+        rest += chunk
+    return head, rest[:length], rest[length:]
+
+
+def test_a_connection_carries_several_requests_until_a_refusal_closes_it(served):
+    """HTTP/1.1 keep-alive: answers leave the connection open for the next request (pipelined ones too);
+    a refusal closes it, since the refused body may be unread."""
+    host, port = served.server_address
+    get = b"GET /health HTTP/1.1\r\n" + host_line(served.url) + b"\r\n"
+    body = json.dumps({"messages": MESSAGES, "max_tokens": 1}).encode()
+    post_head = (b"POST /v1/chat/completions HTTP/1.1\r\n" + host_line(served.url) + b"Content-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body))
+    with socket.create_connection((host, port), timeout=60) as sock:
+        sock.sendall(get)
+        head, reply, pending = _read_response(sock)
+        assert status_of(head) == 200 and json.loads(reply)["model"] == "tiny"
+        sock.sendall(post_head + body + get)  # a completion, and a request pipelined behind it
+        head, reply, pending = _read_response(sock, pending)
+        assert status_of(head) == 200 and json.loads(reply)["usage"]["completion_tokens"] <= 1
+        head, reply, pending = _read_response(sock, pending)
+        assert status_of(head) == 200 and b"close" not in head.lower()
+        sock.sendall(post_head.replace(b"application/json", b"text/plain") + body)
+        head, reply, pending = _read_response(sock, pending)
+        assert status_of(head) == 415 and b"connection: close" in head.lower()
+        assert pending == b"" and sock.recv(1) == b""  # closed by the server
+
+
+def test_a_streamed_completion_is_server_sent_events(served):
+    request = urllib.request.Request(f"{served.url}/chat/completions", method="POST",
+                                     data=json.dumps({"messages": MESSAGES, "max_tokens": 2, "stream": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        assert reply.headers["Content-Type"] == "text/event-stream"
+        events = [line for line in reply.read().decode().split("\n\n") if line]
+    assert all(event.startswith("data: ") for event in events) and events[-1] == "data: [DONE]"
+    chunks = [json.loads(event.removeprefix("data: ")) for event in events[:-1]]
+    assert [chunk["object"] for chunk in chunks] == ["chat.completion.chunk"] * 2
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant" and chunks[-1]["choices"][0]["finish_reason"]
+    assert chunks[-1]["usage"]["completion_tokens"] <= 2

@@ -36,7 +36,7 @@ def local(tiny):
 
 @pytest.fixture(scope="module")
 def served(tiny):
-    from codeagent.train.serve import Server, load_served_model
+    from codeagent.serve.server import Server, load_served_model
 
     with Server(load_served_model(str(tiny), max_new_tokens=6), name="tiny", port=0) as server:
         yield server

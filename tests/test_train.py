@@ -390,7 +390,7 @@ def test_grpo_step_through_the_agent_loop_in_docker(tiny, tmp_path, no_leaks):
     """One GRPO step on the toy family: rollouts are real agent runs in Docker sandboxes with the policy,
     written to the store token-exact, graded by the hidden tests; what TRL trains on is the recorded ids,
     with every observation token masked out of the loss."""
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
     from codeagent.train.sequences import chain_steps
     from codeagent.trajectory.store import TrajectoryStore
@@ -441,8 +441,8 @@ def test_grpo_step_through_the_agent_loop_in_docker(tiny, tmp_path, no_leaks):
 def test_compact_filtering_masks_runs_that_hit_a_limit(tiny):
     """Runs that hit the step/time/cost limit, replies cut at max_tokens, and sequences longer than
     max_completion_length keep their reward but leave the loss (env_mask all 0)."""
+    from codeagent.train.grpo.rollouts import Rollout, Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollout, Rollouts
     from codeagent.trajectory.schema import Step, Trajectory
 
     recipe_ = load_recipe("grpo-tiny", [f"model.base={tiny}", "trainer.max_completion_length=12"])
@@ -467,7 +467,7 @@ def test_compact_filtering_masks_runs_that_hit_a_limit(tiny):
 def test_served_model_answers_a_tool_call_through_litellm(sft_adapter):
     from codeagent.models import Sampling
     from codeagent.models.litellm_model import LiteLLMModel
-    from codeagent.train.serve import Server, load_served_model
+    from codeagent.serve.server import Server, load_served_model
 
     with Server(load_served_model(str(sft_adapter), max_new_tokens=40), name="tiny", port=0) as server:
         import litellm
@@ -494,7 +494,8 @@ def test_served_model_answers_a_tool_call_through_litellm(sft_adapter):
 def test_cli_reports_user_errors_in_one_line(tiny, store, tmp_path):
     from click.testing import CliRunner
 
-    from codeagent.train.commands import serve, train_group
+    from codeagent.serve.commands import serve
+    from codeagent.train.commands import train_group
 
     runner = CliRunner()
     result = runner.invoke(train_group, ["sft", "-c", "sft-tiny", "lora.rnk=4"])

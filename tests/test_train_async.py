@@ -23,8 +23,8 @@ def tiny(tmp_path_factory) -> Path:
 
 
 def _group(name: str, *versions: int):
-    from codeagent.train.buffer import Group
-    from codeagent.train.rollouts import Rollout
+    from codeagent.train.grpo.buffer import Group
+    from codeagent.train.grpo.rollouts import Rollout
 
     return Group(name, [Rollout(name, policy_version=version) for version in versions])
 
@@ -32,7 +32,7 @@ def _group(name: str, *versions: int):
 def test_the_buffer_drops_groups_staler_than_max_staleness():
     """A group is as old as its oldest member; the trainer takes fresh ones in order and counts the drops;
     the workers may not run further ahead than the capacity."""
-    from codeagent.train.buffer import SampleBuffer
+    from codeagent.train.grpo.buffer import SampleBuffer
 
     buffer = SampleBuffer(capacity=3, max_staleness=1)
     buffer.publish(2)  # the trainer is at version 2
@@ -55,7 +55,7 @@ def test_the_buffer_drops_groups_staler_than_max_staleness():
 def test_a_group_starts_only_when_its_version_is_fresh_enough_for_the_step_that_takes_it():
     """max_staleness 0: nothing is sampled for a step before that step's weights are published (no group is
     made to be dropped); max_staleness 1: the workers run exactly one batch ahead."""
-    from codeagent.train.buffer import SampleBuffer
+    from codeagent.train.grpo.buffer import SampleBuffer
 
     buffer = SampleBuffer(capacity=4, max_staleness=0, groups_per_batch=2)
     assert buffer.reserve() and buffer.reserve()  # step 0's two groups, sampled by version 0
@@ -79,7 +79,7 @@ def test_a_group_starts_only_when_its_version_is_fresh_enough_for_the_step_that_
 def test_behaviour_weights_truncate_or_mask_and_measure_the_mismatch():
     import torch
 
-    from codeagent.train.offpolicy import behaviour_weights
+    from codeagent.train.grpo.offpolicy import behaviour_weights
 
     behaviour = torch.tensor([[-1.0, -1.0, -1.0, -1.0, -5.0]])
     proximal = torch.tensor([[-1.0, 0.0, -2.0, -1.1, 3.0]])  # ratios 1, e, 1/e, e^-0.1; the last is padding
@@ -110,11 +110,11 @@ def test_with_max_staleness_0_nothing_is_dropped_and_a_broken_weight_sync_is_an_
     import torch
 
     from codeagent.task import Task
-    from codeagent.train.async_rollouts import AsyncRollouts
+    from codeagent.train.grpo.async_rollouts import AsyncRollouts
+    from codeagent.train.grpo.rollouts import Rollout, Rollouts
+    from codeagent.train.grpo.versions import PolicyVersions
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollout, Rollouts
     from codeagent.train.sequences import TokenSequence
-    from codeagent.train.versions import PolicyVersions
 
     run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "trainer.num_generations=2",
                                           "trainer.per_device_train_batch_size=2", "rollout.max_staleness=0",
@@ -158,8 +158,8 @@ def test_the_loss_weighs_tokens_by_the_logprobs_recorded_at_sampling(tiny, tmp_p
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from codeagent.train.grpo.offpolicy import trainer_class
     from codeagent.train.modeling import lora_config, trl_args
-    from codeagent.train.offpolicy import trainer_class
     from codeagent.train.recipe import load_recipe
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -204,8 +204,8 @@ def test_a_sampler_stuck_on_the_initial_policy_shows_in_mismatch_kl(tiny, tmp_pa
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from codeagent.train.grpo.offpolicy import trainer_class
     from codeagent.train.modeling import lora_config, trl_args
-    from codeagent.train.offpolicy import trainer_class
     from codeagent.train.recipe import load_recipe
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -249,7 +249,7 @@ def test_a_rollout_samples_from_the_version_it_leased():
     any more is closed and its weights reused, overwritten with the trained tensors only."""
     import torch
 
-    from codeagent.train.versions import PolicyVersions
+    from codeagent.train.grpo.versions import PolicyVersions
 
     class Policy:
         def __init__(self, model):
@@ -282,13 +282,13 @@ def test_a_rollout_samples_from_the_version_it_leased():
 
 
 def test_async_mode_refuses_what_it_cannot_do(tiny):
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
 
     run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "rollout.generation=vllm"])
     with pytest.raises(TrainError, match="versioned copies"):
         grpo._use_vllm(run)
-    from codeagent.train.offpolicy import check_correction
+    from codeagent.train.grpo.offpolicy import check_correction
 
     assert "loss_type=vespo" in check_correction("vespo", "token_truncate")  # every path: test_train_offpolicy.py
     with pytest.raises(TrainError, match="max_staleness"):
@@ -319,7 +319,8 @@ def test_the_shipped_async_recipe_trains_sampled_tokens_with_versioned_rollouts_
     import torch
 
     from codeagent.data.toy import toy_tasks
-    from codeagent.train import grpo, sft
+    from codeagent.train import sft
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.modeling import merge_adapter
     from codeagent.train.recipe import load_recipe
     from codeagent.train.toy import build_toy_model, record_demonstrations

@@ -1,4 +1,4 @@
-"""The rollout policy's weights under distributed training (train/rollouts.py `generation_weights`):
+"""The rollout policy's weights under distributed training (train/grpo/rollouts.py `generation_weights`):
 under DeepSpeed ZeRO-3 they are gathered once, around the whole generation batch (TRL's
 unwrap_model_for_generation), so every forward pass is local to the rank; the setups whose forward
 passes stay collective are refused with the knob named. No GPU and no deepspeed package here: a stand-in
@@ -66,8 +66,8 @@ def zero3_trainer(model, *, processes: int = 2, gather: bool = True, fsdp_versio
 
 
 def rollouts(tmp_path):
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
 
     recipe = load_recipe("grpo-tiny", ["model.base=unused", f"output_dir={tmp_path}"])
     return Rollouts(recipe, [], tokenizer=None, config=None, store=None)

@@ -20,7 +20,7 @@ def test_grpo_evaluates_pass_at_k_on_held_out_tasks(tiny, tmp_path, no_leaks):
     does, the per-token correction's record of the batch (mismatch_kl, is_masked_fraction: test_train_offpolicy.py)."""
     import torch
 
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
     from codeagent.trajectory.store import TrajectoryStore
 

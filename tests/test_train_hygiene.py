@@ -22,7 +22,7 @@ def test_swe_rl_similarity_compares_each_files_diff_with_context():
     ('@@ -1,3 +1,3 @@' 15 + ' def f():' 9 + '-    return 1' 13 + '+    return 2' 13 + ' x = 0' 6 + 4 newlines);
     the prediction differs in one of them, so the ratio is 2*59/120; b.py is changed by the prediction
     only (0). The mean over the two files is 59/120."""
-    from codeagent.train.rewards import patch_similarity
+    from codeagent.train.grpo.rewards import patch_similarity
 
     pred = GOLD.replace("+    return 2", "+    return 3") + (
         "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-y = 1\n+y = 2\n")
@@ -32,14 +32,14 @@ def test_swe_rl_similarity_compares_each_files_diff_with_context():
 
 def test_swe_rl_similarity_sees_the_context_lines():
     """The same changed lines in another place of the file are not the same change."""
-    from codeagent.train.rewards import patch_similarity
+    from codeagent.train.grpo.rewards import patch_similarity
 
     elsewhere = GOLD.replace("@@ -1,3 +1,3 @@\n def f():", "@@ -40,3 +40,3 @@\n def g():").replace(" x = 0", " y = 9")
     assert patch_similarity(elsewhere, GOLD) < 0.95  # changed lines alone: 1.0
 
 
 def test_swe_rl_gives_minus_one_for_an_empty_or_malformed_answer():
-    from codeagent.train.rewards import patch_similarity
+    from codeagent.train.grpo.rewards import patch_similarity
 
     assert patch_similarity("", GOLD) == -1.0
     assert patch_similarity(None, GOLD) == -1.0
@@ -55,7 +55,7 @@ def test_gra_accumulates_step_rewards_only_past_the_gate_and_counts_bash_edits()
     -> 0.5; step 3 (submit): 1, 1, 0, 0 -> 0.5. Resolved: the steps component is their sum, 1.75 (G-RA's
     accumulation, asked for: the default averages them), and each step's value is kept; unresolved (gate
     1.0): 0, every step 0."""
-    from codeagent.train import rewards
+    from codeagent.train.grpo import rewards
     from codeagent.train.recipe import RewardsSection
 
     weights = RewardsSection(resolved=1.0, steps=0.5, steps_gate=1.0, steps_aggregate="sum",
@@ -75,7 +75,7 @@ def test_gra_accumulates_step_rewards_only_past_the_gate_and_counts_bash_edits()
     ("cat x.py", False),
 ])
 def test_bash_commands_that_write_files_count_as_edits(command, writes):
-    from codeagent.train.rewards import writes_files
+    from codeagent.train.grpo.rewards import writes_files
 
     assert writes_files(command) is writes
 
@@ -83,15 +83,15 @@ def test_bash_commands_that_write_files_count_as_edits(command, writes):
 # -- rollout hygiene ----------------------------------------------------------------------------------
 
 def _rollouts(*overrides):
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
 
     recipe = load_recipe("grpo-tiny", ["model.base=unused", "trainer.num_generations=3", *overrides])
     return Rollouts(recipe, [], tokenizer=type("T", (), {"eos_token_id": 2})(), config=None, store=None)
 
 
 def _results():
-    from codeagent.train.rollouts import Rollout
+    from codeagent.train.grpo.rollouts import Rollout
     from codeagent.train.sequences import TokenSequence
 
     def scored(name, value):
@@ -124,8 +124,8 @@ def test_a_rollout_that_crashes_is_an_infrastructure_failure_not_a_zero(tmp_path
     """The sandbox cannot open (no such repository): reward None, masked, said why."""
     from codeagent.config import Config
     from codeagent.task import Task
+    from codeagent.train.grpo.rollouts import Rollouts, infrastructure_failure
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts, infrastructure_failure
     from codeagent.trajectory.store import TrajectoryStore
 
     recipe = load_recipe("grpo-tiny", ["model.base=unused", f"output_dir={tmp_path}"])
@@ -198,7 +198,7 @@ def test_grpo_refuses_lora_dropout_and_defaults_it_off():
 
 def test_memory_estimate_is_hand_checkable(tmp_path):
     """A 2-layer model whose shape is written here: weights and logits computed by hand."""
-    from codeagent.train.memory import GiB, estimate
+    from codeagent.train.grpo.memory import GiB, estimate
     from codeagent.train.recipe import load_recipe
 
     (tmp_path / "config.json").write_text(json.dumps({
@@ -238,7 +238,7 @@ def test_trl_trains_with_none_rewards_and_leaves_them_out(tiny_with_adapter, tmp
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from codeagent.train import rewards
+    from codeagent.train.grpo import rewards
     from codeagent.train.modeling import lora_config, trl_args
     from codeagent.train.recipe import load_recipe
 
@@ -267,7 +267,7 @@ def test_trl_trains_with_none_rewards_and_leaves_them_out(tiny_with_adapter, tmp
 # -- held-out evaluation during GRPO ------------------------------------------------------------------
 
 def test_pass_at_k_by_hand():
-    from codeagent.train.heldout import pass_at_k
+    from codeagent.train.grpo.heldout import pass_at_k
 
     assert pass_at_k(4, 1, 1) == 0.25
     assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)  # 1 - C(3,2)/C(4,2)
@@ -275,7 +275,7 @@ def test_pass_at_k_by_hand():
 
 
 def test_eval_every_needs_a_held_out_split(tiny_with_adapter):
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
 
     base, _ = tiny_with_adapter
@@ -290,7 +290,7 @@ def test_memory_per_device_on_several_devices_is_hand_checkable(tmp_path):
     Transformers generation adds a phase with the whole model gathered and the KV cache of every
     conversation in flight."""
     from codeagent.models.batching import DEFAULT_KV_CACHE_BYTES
-    from codeagent.train.memory import GiB, estimate, layout_from_accelerate
+    from codeagent.train.grpo.memory import GiB, estimate, layout_from_accelerate
     from codeagent.train.recipe import load_recipe
 
     (tmp_path / "config.json").write_text(json.dumps({
@@ -374,7 +374,7 @@ def test_a_group_split_over_ranks_is_judged_on_all_its_rewards(monkeypatch):
 
     import accelerate.utils
 
-    from codeagent.train.rollouts import Rollout
+    from codeagent.train.grpo.rollouts import Rollout
     from codeagent.train.sequences import TokenSequence
 
     def scored(name, value):

@@ -1,4 +1,4 @@
-"""The memory estimator (`train grpo --dry-run`, codeagent/train/memory.py) on the way to 32B: the full-model
+"""The memory estimator (`train grpo --dry-run`, codeagent/train/grpo/memory.py) on the way to 32B: the full-model
 gather of vLLM's weight sync under ZeRO-3, async GRPO's policy copies, a colocated engine too small for the
 model, Qwen3-32B's shape and the layout it fits, and the per-phase terms the GPU script compares with."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from codeagent.models.batching import DEFAULT_KV_CACHE_BYTES
 from codeagent.train import TrainError
-from codeagent.train.memory import (
+from codeagent.train.grpo.memory import (
     PHASE_TERMS,
     GiB,
     Layout,
@@ -75,7 +75,7 @@ def test_async_grpo_counts_its_policy_copies_and_their_cache_in_the_training_pha
 def test_qwen3_32b_memory_on_eight_gpus_fits_only_with_a_vllm_server_which_sync_grpo_refuses():
     """The memory alone fits with vLLM on a server; the route itself (several training processes talking to one
     server) is refused by the run and so by the dry run (tests/test_train_routes.py)."""
-    from codeagent.train import runnable
+    from codeagent.train.grpo import runnable
 
     base = ["model.base=Qwen/Qwen3-32B", "model.adapter=null", "trainer.max_completion_length=12288"]
     served_recipe = load_recipe("grpo-qwen7b-8gpu", [*base, "trainer.vllm_mode=server"])

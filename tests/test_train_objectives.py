@@ -1,4 +1,4 @@
-"""GRPO objective options (train/objectives.py, rewards.py): the leave-one-out baseline computed on known
+"""GRPO objective options (train/grpo/objectives.py, rewards.py): the leave-one-out baseline computed on known
 groups through TRL's own advantage code, DAPO dynamic sampling that refills uniform groups, G-RA step rewards
 averaged, GSPO and CISPO reaching TRL, the 7B recipes' batch. CPU only, no Docker: a tiny model built offline."""
 
@@ -28,7 +28,7 @@ def tiny(tmp_path_factory) -> Path:
 
 
 def test_leave_one_out_factors_by_hand():
-    from codeagent.train.objectives import leave_one_out_factors
+    from codeagent.train.grpo.objectives import leave_one_out_factors
 
     # groups of 4: all scored (4/3); one infrastructure failure (3 scored: 3/2, the failure 0); one scored (no baseline)
     scored = [True] * 4 + [True, True, False, True] + [False, True, False, False]
@@ -44,7 +44,7 @@ def _advantages(tiny: Path, tmp_path: Path, rewards: list[float | None], *overri
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.modeling import lora_config, trl_args
     from codeagent.train.recipe import load_recipe
 
@@ -115,7 +115,7 @@ def test_dynamic_sampling_refills_uniform_groups_with_new_groups_and_counts_them
     """Batch: a (all 0, uniform) and b (1, 0). Round 1 replaces a by another task (c: again uniform), round 2 by
     the next (d: 1, 0). Groups with infrastructure failures only are not refilled; at the limit of rounds what
     is still uniform stays."""
-    from codeagent.train.objectives import DynamicSampling
+    from codeagent.train.grpo.objectives import DynamicSampling
 
     scripted = _Scripted({"a": [[0.0, 0.0]], "b": [[1.0, 0.0]], "c": [[1.0, 1.0]], "d": [[0.0, 1.0]]})
     tasks = [_task(name) for name in "abcd"]
@@ -139,7 +139,7 @@ def test_dynamic_sampling_refills_uniform_groups_with_new_groups_and_counts_them
 
 
 def test_dynamic_sampling_is_refused_with_async_rollouts(tiny):
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
 
     run = load_recipe("grpo-tiny-async", [f"model.base={tiny}", "rollout.dynamic_sampling=2"])
@@ -151,7 +151,7 @@ def test_dynamic_sampling_is_refused_with_async_rollouts(tiny):
 
 def test_gra_step_rewards_averaged_not_summed():
     """The trajectory of test_gra_accumulates...: steps 0.75, 0.5, 0.5; averaged 1.75 / 3 whatever the length."""
-    from codeagent.train import rewards
+    from codeagent.train.grpo import rewards
     from codeagent.train.recipe import load_recipe
 
     weights = load_recipe("grpo-tiny", ["model.base=unused", "rewards.steps=0.5", "rewards.steps_aggregate=mean",
@@ -195,8 +195,8 @@ def test_the_7b_recipes_take_32_tasks_x_8_rollouts_per_optimizer_step(name):
 
 def test_the_recipe_options_build_the_trainer_and_rollout_function(tiny, tmp_path):
     """What `codeagent train grpo` builds from the recipe: the leave-one-out trainer, the refilling rollouts."""
-    from codeagent.train import grpo
-    from codeagent.train.objectives import DynamicSampling
+    from codeagent.train.grpo import trainer as grpo
+    from codeagent.train.grpo.objectives import DynamicSampling
     from codeagent.train.recipe import load_recipe
 
     run = load_recipe("grpo-tiny", [f"model.base={tiny}", f"output_dir={tmp_path}", "rewards.baseline=leave_one_out",

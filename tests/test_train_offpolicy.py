@@ -1,4 +1,4 @@
-"""The per-token correction for the sampler on every GRPO path (train/offpolicy.py, kl_weighting.py): a long
+"""The per-token correction for the sampler on every GRPO path (train/grpo/offpolicy.py, kl_weighting.py): a long
 agent run whose sampler is off by a small uniform bias keeps every token (TRL's per-sequence default for vLLM
 masked it whole); masked tokens leave the loss's normaliser; the KL term is weighted like the policy term.
 Real TRL steps on a tiny model built offline, CPU, no Docker."""
@@ -29,7 +29,7 @@ def test_a_long_trajectory_with_a_small_uniform_bias_keeps_its_tokens():
     for the sequence (TRL's sequence_mask) would be exp(1.4) = 4.1, past its clip of 3: the whole run out."""
     import torch
 
-    from codeagent.train.offpolicy import MODES, behaviour_weights
+    from codeagent.train.grpo.offpolicy import MODES, behaviour_weights
 
     proximal = -torch.rand(1, 20_000) * 3
     behaviour = proximal - 7e-5
@@ -56,8 +56,8 @@ def _trainer(tiny, tmp_path, overrides, rollout, reward, *, settings=None, cls=N
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from codeagent.train.grpo.offpolicy import trainer_class
     from codeagent.train.modeling import lora_config, trl_args
-    from codeagent.train.offpolicy import trainer_class
     from codeagent.train.recipe import load_recipe
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -92,7 +92,7 @@ def test_the_sync_vllm_path_corrects_per_token_and_trains_every_token_of_a_long_
     import torch
     from transformers import AutoModelForCausalLM
 
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
 
     settings = grpo.trl_settings(load_recipe("grpo-tiny", [f"model.base={tiny}", "rollout.generation=vllm"]),
@@ -148,7 +148,7 @@ def test_token_mask_leaves_masked_tokens_out_of_the_normaliser(tiny, tmp_path):
                 "logprobs": [_logprobs(model, prompt, exact), [0.0] * len(far)] * (len(prompts) // 2),
                 "good": [True, False] * (len(prompts) // 2)}
 
-    from codeagent.train.offpolicy import trainer_class
+    from codeagent.train.grpo.offpolicy import trainer_class
 
     trainer = _trainer(tiny, tmp_path, ["trainer.max_steps=1", "rollout.off_policy_correction=token_mask"], rollout,
                        _reward, cls=type("T", (Seen, trainer_class()), {}))
@@ -191,7 +191,8 @@ def test_the_kl_term_takes_the_same_weight_as_the_policy_term(tiny, tmp_path, lo
 
 
 def test_every_path_refuses_a_correction_its_loss_cannot_take(tiny):
-    from codeagent.train import TrainError, grpo
+    from codeagent.train import TrainError
+    from codeagent.train.grpo import trainer as grpo
     from codeagent.train.recipe import load_recipe
 
     for recipe_name in ("grpo-tiny", "grpo-tiny-async"):

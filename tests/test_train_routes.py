@@ -1,4 +1,4 @@
-"""What a GRPO recipe may ask for, and what the dry run says about it (train/runnable.py, recipe_notes.py):
+"""What a GRPO recipe may ask for, and what the dry run says about it (train/grpo/runnable.py, recipe_notes.py):
 CISPO's cap, top-p only where both sides take logprobs the same way, averaged step rewards by default, the
 dry run refusing what the run refuses (32B on 8 GPUs with a vLLM server), recipe comments generated from the
 estimator, and the held-out evaluation spread over the ranks. CPU only."""
@@ -40,7 +40,7 @@ def test_cispo_takes_epsilon_high_as_its_cap_and_a_dapo_sized_one_is_refused():
 
 def test_gated_step_rewards_are_averaged_by_default():
     """A run cannot earn more step reward by being longer unless the recipe asks for G-RA's sum."""
-    from codeagent.train import rewards
+    from codeagent.train.grpo import rewards
     from codeagent.train.recipe import RewardsSection
     from tests.support.trajectories import edit_test_submit
 
@@ -61,7 +61,7 @@ def test_top_p_needs_the_same_logprob_convention_on_both_sides():
     import torch
 
     from codeagent.models.token_sampling import pick_token
-    from codeagent.train import runnable
+    from codeagent.train.grpo import runnable
     from codeagent.train.recipe import load_recipe
 
     logits = torch.tensor([2.0, 1.5, 0.1, -1.0, -3.0])
@@ -72,7 +72,7 @@ def test_top_p_needs_the_same_logprob_convention_on_both_sides():
     for route in ("vllm", "vllm serve"):
         assert "after top-p" in runnable.top_p_convention(0.9, route)
     served = load_recipe("grpo-tiny-async-served", ["model.base=unused", "rollout.top_p=0.9"])
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
 
     with pytest.raises(TrainError, match="after top-p"):
         grpo.build_trainer(served, tasks=[])
@@ -98,7 +98,7 @@ def test_the_dry_run_refuses_32b_on_eight_gpus_with_a_vllm_server_and_says_why()
 
 
 def test_the_dry_run_refuses_what_each_route_refuses():
-    from codeagent.train import runnable
+    from codeagent.train.grpo import runnable
     from codeagent.train.recipe import load_recipe
 
     def problems(*overrides, processes=8, strategy="zero3"):
@@ -136,8 +136,8 @@ def test_the_held_out_evaluation_is_spread_over_the_ranks(monkeypatch):
     and writes the one record; the other rank writes nothing and returns None."""
     import accelerate.utils
 
-    from codeagent.train.heldout import HeldOutEvaluation
-    from codeagent.train.rollouts import Rollout
+    from codeagent.train.grpo.heldout import HeldOutEvaluation
+    from codeagent.train.grpo.rollouts import Rollout
 
     tasks = [SimpleNamespace(instance_id=name) for name in ("a", "b", "c")]
     ran: dict[int, list] = {0: [], 1: []}

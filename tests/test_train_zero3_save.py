@@ -129,7 +129,7 @@ def test_the_adapter_saved_under_real_deepspeed_zero3_on_cpu_is_not_empty(tiny, 
 
 SHARDED_LOAD = """
 import sys
-from codeagent.train import grpo
+from codeagent.train.grpo import trainer as grpo
 from codeagent.train.recipe import load_recipe
 
 tiny, out = sys.argv[1], sys.argv[2]

@@ -65,8 +65,8 @@ def test_with_the_ray_executor_the_trainer_builds_no_task_image(monkeypatch, tmp
 
     from codeagent.harness import env_images
     from codeagent.task import Task
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
 
     built = []
     monkeypatch.setattr(env_images, "image_source", lambda task: SimpleNamespace(prepare=lambda: built.append(task)))
@@ -89,7 +89,7 @@ def tiny(tmp_path_factory) -> Path:
 @in_vllm_venv
 def test_a_grpo_step_with_colocated_vllm_on_cpu_is_token_exact(tiny, tmp_path, monkeypatch, no_leaks):
     """One GRPO step of train/grpo-tiny.yaml with rollout.generation=vllm (TRL's colocated engine, with
-    the CPU shims of train/vllm_cpu.py), rollouts in Docker. Every vLLM sample sits, at its own place, in
+    the CPU shims of train/grpo/vllm_cpu.py), rollouts in Docker. Every vLLM sample sits, at its own place, in
     the sequence TRL trained on: each generate call's prompt + sampled ids is a prefix of one training
     sequence, with the logprobs vLLM returned and in the loss mask; every training sequence ends with one
     call's sample. vLLM's logprobs are the trainer model's within 1e-4 (float32 both; at step 0 the LoRA
@@ -97,10 +97,10 @@ def test_a_grpo_step_with_colocated_vllm_on_cpu_is_token_exact(tiny, tmp_path, m
     import torch
     from transformers import AutoModelForCausalLM
 
-    from codeagent.train import grpo
-    from codeagent.train.generation import VLLMGenerator
+    from codeagent.train.grpo import trainer as grpo
+    from codeagent.train.grpo.generation import VLLMGenerator
+    from codeagent.train.grpo.rollout_results import RolloutBatch
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollout_results import RolloutBatch
 
     calls: list[tuple[list[int], list[int], list[float]]] = []
     batches: list[dict] = []
@@ -196,7 +196,7 @@ def test_each_policy_version_is_sampled_by_the_server_with_its_own_adapter(tiny,
     from transformers import AutoModelForCausalLM
 
     from codeagent.models.engine_front import Request
-    from codeagent.train.vllm_server import ServedGenerator, ServedVersions, VLLMServer
+    from codeagent.train.grpo.vllm_server import ServedGenerator, ServedVersions, VLLMServer
 
     server = VLLMServer(str(tiny), lora_rank=8, max_model_len=1024, log_dir=str(tmp_path),
                         args=["--gpu-memory-utilization", "0.12", "--enforce-eager"])
@@ -252,10 +252,10 @@ def test_async_grpo_through_vllm_serve_with_rollouts_on_a_two_node_ray_cluster(t
     from ray.cluster_utils import Cluster
 
     from codeagent.sandbox import docker as docker_sandbox
-    from codeagent.train import grpo
+    from codeagent.train.grpo import trainer as grpo
+    from codeagent.train.grpo.rollout_results import RolloutBatch
+    from codeagent.train.grpo.vllm_server import ServedGenerator
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollout_results import RolloutBatch
-    from codeagent.train.vllm_server import ServedGenerator
     from codeagent.trajectory.store import TrajectoryStore
 
     calls: list = []

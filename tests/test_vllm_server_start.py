@@ -1,4 +1,4 @@
-"""The `vllm serve` process async GRPO starts (train/vllm_server.py) never outlives a start that fails or is
+"""The `vllm serve` process async GRPO starts (train/grpo/vllm_server.py) never outlives a start that fails or is
 interrupted: it runs in a session of its own, out of reach of the terminal's Ctrl-C."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from codeagent.train import TrainError, vllm_server
+from codeagent.train import TrainError
+from codeagent.train.grpo import vllm_server
 
 
 @pytest.fixture

@@ -44,8 +44,8 @@ def test_the_removed_adapter_weight_sync_is_refused_naming_the_mode_that_exists(
 def test_held_out_evaluation_after_an_optimizer_step_generates_with_that_steps_weights(tmp_path):
     """TRL syncs vLLM before the rollout function at a new step; the held-out evaluation runs after the
     optimizer step, outside it: the policy's generation context syncs then, once per step, never twice."""
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
 
     syncs = []
     vllm = SimpleNamespace(mode="colocate", llm=StandInLLM(), tensor_parallel_size=1, enable_sleep_mode=False,
@@ -71,7 +71,7 @@ def test_asking_for_vllm_where_it_cannot_run_names_the_extra_whose_pins_agree(tm
     import torch
 
     from codeagent.train import TrainError
-    from codeagent.train.grpo import _use_vllm
+    from codeagent.train.grpo.trainer import _use_vllm
     from codeagent.train.recipe import load_recipe
 
     if torch.cuda.is_available():
@@ -101,7 +101,7 @@ def test_an_over_long_prompt_fails_its_own_turn_not_its_batchs(monkeypatch):
     answers by eliding the conversation) and cuts the others' limits to the room left."""
     from codeagent.models.batching import Request
     from codeagent.models.errors import ContextWindowExceeded
-    from codeagent.train.generation import VLLMGenerator
+    from codeagent.train.grpo.generation import VLLMGenerator
 
     monkeypatch.setitem(sys.modules, "vllm", stand_in_vllm_module())
     llm = StandInLLM(max_model_len=10)
@@ -120,8 +120,8 @@ def test_the_policy_knows_vllms_context_length_and_the_engine_thread_uses_the_ra
     first call (else ranks >= 1 make contexts on GPU 0). No GPU here: set_device is recorded."""
     import torch
 
+    from codeagent.train.grpo.rollouts import Rollouts
     from codeagent.train.recipe import load_recipe
-    from codeagent.train.rollouts import Rollouts
 
     devices = []
     monkeypatch.setattr(torch.cuda, "set_device",

@@ -190,7 +190,8 @@ def _flush() -> None:
 def _mount_groups() -> None:
     from ..acp.commands import acp_command
     from ..evals.commands import eval_group
-    from ..train.commands import grade_command, serve, train_group
+    from ..serve.commands import serve
+    from ..train.commands import grade_command, train_group
     from ..trajectory.commands import traj
     from ..view.commands import view_command
 

@@ -100,7 +100,7 @@ def demos_command(tasks_file, store, recipe_name, repos) -> None:
     from ..mine.demos import record_demonstrations
     from ..train import TrainError
     from ..train.data import rl_tasks
-    from ..train.grpo import agent_config
+    from ..train.grpo.trainer import agent_config
     from ..train.recipe import load_recipe
 
     with _user_errors(ValueError, TrainError):

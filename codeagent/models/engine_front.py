@@ -1,6 +1,6 @@
 """The front every batched engine shares: the callers' requests, one queue, and the worker thread that
 answers them (`BatchingFront`). A subclass runs the batches: the transformers engine (models/batching.py)
-and TRL's vLLM generator (train/rollouts.py).
+and TRL's vLLM generator (train/grpo/rollouts.py).
 
 Callers block in `generate` until their turn is done; they get the completion ids exactly as sampled, the
 log-probability of each, and whether a stop token ended it (the `Generator` protocol of models/hf.py).

@@ -1,21 +1,18 @@
 """Training on trajectories: datasets from the store, recipes, SFT / DPO / GRPO (TRL + PEFT LoRA),
-online rollouts through the real agent loop, rewards, and serving the result.
+online rollouts through the real agent loop, and rewards. Serving the result: codeagent/serve/.
 
 One job per module:
     recipe.py     recipes (YAML + key=value overrides), strictly validated
     data.py       datasets from the trajectory store (SFT, DPO) and tasks for RL (from codeagent.data)
     sequences.py  token-exact training sequences from recorded steps; chat-template rendering with masks
     modeling.py   loading the base model, LoRA, saving the adapter and its card, memory errors
-    sft.py dpo.py grpo.py   one trainer each
-    rollouts.py   GRPO rollouts: agent runs in sandboxes with the policy being trained
-    rewards.py    outcome, patch similarity (SWE-RL), gated step rewards (G-RA)
+    sft.py dpo.py   one trainer each
+    grpo/         online GRPO: its trainer, rollouts through the real agent loop, rewards, objectives,
+                  async mode, held-out evaluation, `train grpo --dry-run` (see grpo/__init__.py)
+    dry_run.py    `train sft|dpo --dry-run`; recipe_notes.py the memory notes in the GPU recipes
     grade.py      `codeagent traj grade`: stored runs graded by the harness into verdicts and rewards
-    heldout.py    periodic pass@k evaluation on held-out tasks during GRPO
-    memory.py     `train grpo --dry-run`: estimated memory per device, refusing what cannot fit
-    serve.py      an OpenAI-compatible chat endpoint with tool calling: serve_chat.py the chat logic,
-                  serve_http.py the HTTP handler and its refusals, serve_schema.py the request's shape
     tiny.py toy.py   a tiny model built offline; the toy family's demonstrations and model (its tasks: data/toy.py)
-    commands.py   `codeagent train sft|dpo|grpo` and `codeagent serve`
+    commands.py   `codeagent train sft|dpo|grpo|merge|tiny` and `codeagent traj grade`
 
 Nothing here imports torch or TRL at module level except the trainer modules themselves.
 """

@@ -1,4 +1,4 @@
-"""`codeagent train sft|dpo|grpo|merge|tiny` and `codeagent serve` (click; heavy imports inside commands)."""
+"""`codeagent train sft|dpo|grpo|merge|tiny` and `codeagent traj grade` (click; heavy imports inside commands)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 import click
 
 EXIT_USER_ERROR = 3  # as the rest of the CLI: a problem the user can fix, said in one line
+TRAINERS = {"sft": "codeagent.train.sft", "dpo": "codeagent.train.dpo", "grpo": "codeagent.train.grpo.trainer"}
 
 
 def _fail(message: str) -> None:
@@ -15,6 +16,7 @@ def _fail(message: str) -> None:
 
 
 def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
+    import importlib
     import logging
 
     from ..interrupts import forget_handled_interrupt
@@ -26,7 +28,7 @@ def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
     recipe = None
     try:
         recipe = load_recipe(config, overrides, method=method)
-        module = __import__(f"codeagent.train.{method}", fromlist=["run"])
+        module = importlib.import_module(TRAINERS[method])
         click.echo(f"{method}: base {recipe.model.base}, output {recipe.output_dir}", err=True)
         adapter = module.run(recipe)
     except (TrainError, ModelConfigError) as error:
@@ -123,9 +125,10 @@ def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens
     if not dry_run:
         _run("grpo", config, overrides)
         return
-    from . import TrainError, runnable
+    from . import TrainError
     from .dry_run import missing_model
-    from .memory import check_fits, estimate, layout_from_accelerate, report
+    from .grpo import runnable
+    from .grpo.memory import check_fits, estimate, layout_from_accelerate, report
     from .recipe import load_recipe
 
     try:
@@ -248,56 +251,12 @@ def grade_command(ctx, ids, tasks, tasks_format, instance, force, similarity, st
         sys.exit(EXIT_USER_ERROR)
 
 
-@click.command("serve")
-@click.option("--model", "model", required=True, help="A model directory or hub id, or an adapter directory.")
-@click.option("--adapter", default=None, help="A PEFT adapter directory to apply to --model.")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--name", default="codeagent", show_default=True, help="The model name clients use.")
-@click.option("--max-tokens", default=1024, show_default=True, type=click.IntRange(min=1),
-              help="Default and largest reply (tokens).")
-@click.option("--device", default=None, help="torch device (default: cuda if available, else cpu).")
-@click.option("--threads", default=None, type=int, help="torch CPU threads.")
-@click.option("--max-request-mb", default=4.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Largest request body (MiB); larger ones get 413.")
-@click.option("--max-connections", default=8, show_default=True, type=click.IntRange(min=1),
-              help="Connections served at once; more get 503.")
-@click.option("--allow-host", "allowed_hosts", multiple=True, metavar="NAME",
-              help="Another name clients reach this server by (the Host header; default: loopback names and --host).")
-def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_tokens: int,
-          device: str | None, threads: int | None, max_request_mb: float, max_connections: int,
-          allowed_hosts: tuple[str, ...]) -> None:
-    """Serve a model (with its adapter) over an OpenAI-compatible chat API with tool calling."""
-    from ..interrupts import forget_handled_interrupt
-    from ..models.errors import ModelConfigError
-    from .serve import Server, load_served_model
-
-    try:
-        loaded = load_served_model(model, adapter, max_new_tokens=max_tokens, device=device, threads=threads)
-        server = Server(loaded, name=name, host=host, port=port, max_body_bytes=int(max_request_mb * (1 << 20)),
-                        max_connections=max_connections, allowed_hosts=allowed_hosts)
-    except ModelConfigError as error:
-        _fail(str(error))
-        return
-    except OSError as error:
-        _fail(f"cannot listen on {host}:{port}: {error}")
-        return
-    click.echo(f"serving {loaded.name} as {name!r} at {server.url}", err=True)
-    click.echo(f"use it: codeagent solve --model hosted_vllm/{name} --api-base {server.url} ...", err=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        forget_handled_interrupt()
-    finally:
-        server.httpd.server_close()
-
-
 def main() -> None:
-    """`python -m codeagent.train.commands train ...|serve ...` before the groups are mounted in cli/__init__.py."""
+    """`python -m codeagent.train.commands train ...` before the group is mounted in cli/__init__.py."""
     import signal
 
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwind: sandboxes removed
-    root = click.Group(commands={"train": train_group, "serve": serve})
+    root = click.Group(commands={"train": train_group})
     root(prog_name="codeagent")
 
 

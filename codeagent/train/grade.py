@@ -42,8 +42,8 @@ def grade_trajectories(store, trajectories: Iterable[Any], *, tasks: dict[str, T
                        output_dir: Path, force: bool = False, grade: Grader = _harness_grade) -> list[dict]:
     """Grade each run, store verification and rewards; one summary line (a dict) per run."""
     from ..harness import integrity
-    from . import rewards
-    from .rollout_results import infrastructure_failure
+    from .grpo import rewards
+    from .grpo.rollout_results import infrastructure_failure
 
     results = []
     for trajectory in trajectories:

@@ -154,14 +154,14 @@ class RolloutSection(_Strict):
     mask_truncated: bool = True  # a reply cut at max_tokens, or a sequence longer than max_completion_length
     # A group whose rewards are all equal has no signal; always counted, left out of the loss when true.
     drop_uniform_groups: bool = False
-    # DAPO dynamic sampling (train/objectives.py): such groups are replaced by newly sampled groups of other
+    # DAPO dynamic sampling (train/grpo/objectives.py): such groups are replaced by newly sampled groups of other
     # tasks, for up to this many extra generation rounds per step (0: off); counted in metrics.jsonl.
     dynamic_sampling: int = Field(default=0, ge=0)
     # Periodic evaluation on the held-out tasks (data.held_out): every N optimizer steps (0: never),
     # `eval_samples` rollouts per task with the current policy; pass@1 and pass@eval_samples are logged.
     eval_every: int = 0
     eval_samples: int = 4
-    # Async GRPO (train/async_rollouts.py): rollout workers keep sampling from versioned copies of the policy
+    # Async GRPO (train/grpo/async_rollouts.py): rollout workers keep sampling from versioned copies of the policy
     # while the trainer steps; each rollout records the version that sampled it; groups staler than
     # max_staleness optimizer steps are dropped (counted in metrics.jsonl); at most buffer_batches generation
     # batches are started ahead (default max_staleness + 1).
@@ -186,7 +186,7 @@ class RewardsSection(_Strict):
     # with cheap well-formed steps).
     steps_aggregate: Literal["sum", "mean"] = "mean"
     # The baseline an advantage is measured from: TRL's group mean, or the mean of the other members of the
-    # group (leave_one_out, RLOO; train/objectives.py).
+    # group (leave_one_out, RLOO; train/grpo/objectives.py).
     baseline: Literal["group_mean", "leave_one_out"] = "group_mean"
     # A patch that touches test infrastructure (conftest.py, test settings, test files: see
     # codeagent/harness/grading/integrity.py) earns 0 on every component ("zero"), or is rewarded as graded ("allow").
@@ -287,6 +287,22 @@ def load_recipe(name_or_path: str | Path | None, overrides: list[str] | tuple[st
     return validate_recipe(data, source)
 
 
+CISPO_CAP_EXAMPLE = 5.0  # ScaleRL's epsilon_max, TRL's recommendation for loss_type cispo
+
+
+def cispo_cap(trainer: dict[str, Any]) -> str | None:
+    """TRL's CISPO clamps each token's importance weight at `epsilon_high` itself (not at 1 + epsilon_high, as
+    the clipped losses do): a DAPO-style 0.28 would clip every token, the on-policy ones (ratio 1) included."""
+    if trainer.get("loss_type") != "cispo":
+        return None
+    cap = trainer.get("epsilon_high", trainer.get("epsilon", 0.2))
+    if cap is None or float(cap) <= 1.0:
+        return (f"trainer.loss_type=cispo takes trainer.epsilon_high as the cap of each token's importance weight "
+                f"(TRL clamps the ratio at it): {cap} is below 1, so every token, on-policy ones included, would be "
+                f"clipped. Set trainer.epsilon_high to the cap itself, e.g. {CISPO_CAP_EXAMPLE} (ScaleRL)")
+    return None
+
+
 def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     where = f"recipe {source}" if source else "recipe"
     try:
@@ -296,8 +312,6 @@ def validate_recipe(data: dict[str, Any], source: str | None = None) -> Recipe:
     recipe.source = source
     _check_trainer_keys(recipe, where)
     if recipe.method == "grpo":
-        from .runnable import cispo_cap
-
         _check_grpo_dropout(recipe, where)
         if problem := cispo_cap(recipe.trainer):
             raise TrainError(f"{where}: {problem}")

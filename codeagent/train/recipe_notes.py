@@ -25,8 +25,9 @@ NOTES: dict[str, tuple[str | None, ...]] = {
 
 def note(path: Path) -> list[str]:
     """The note's lines for the recipe at `path`."""
-    from . import TrainError, runnable
-    from .memory import check_fits, estimate, layout_from_accelerate
+    from . import TrainError
+    from .grpo import runnable
+    from .grpo.memory import check_fits, estimate, layout_from_accelerate
     from .recipe import load_recipe
 
     recipe = load_recipe(path)

@@ -97,7 +97,7 @@ class Trajectory(BaseModel):
     parent_id: str | None = None
     parent_step: int | None = None
     # A GRPO rollout's: the version of the policy weights that sampled it (optimizer steps taken when they
-    # were published to the rollout workers; train/async_rollouts.py). None for every other run.
+    # were published to the rollout workers; train/grpo/async_rollouts.py). None for every other run.
     policy_version: int | None = None
     # Test-time scaling beyond side-by-side samples (scaling/evolve.py, scaling/search.py): the method, the
     # run's round (evolution) or expansion (search), and its parents: the runs whose patches and feedback its

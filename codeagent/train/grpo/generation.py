@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ..models.batching import BatchingFront
-from ..models.errors import ContextWindowExceeded
-from . import TrainError
+from ...models.batching import BatchingFront
+from ...models.errors import ContextWindowExceeded
+from .. import TrainError
 from .runnable import transformers_route, vllm_route
 
 

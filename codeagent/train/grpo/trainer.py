@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from ..nested import deep_merge, nest
-from . import TrainError, runnable
-from .data import rl_tasks, save_summary, to_dataset
-from .modeling import (
+from ...nested import deep_merge, nest
+from .. import TrainError
+from ..data import rl_tasks, save_summary, to_dataset
+from ..modeling import (
     MetricsFile,
     load_base,
     peft_config_for,
@@ -36,8 +36,9 @@ from .modeling import (
     train,
     trl_args,
 )
+from ..recipe import Recipe
+from . import runnable
 from .offpolicy import check_correction
-from .recipe import Recipe
 
 # Recipe keys that own these TRL settings.
 OWNED = {"temperature": "rollout.temperature", "top_p": "rollout.top_p", "reward_weights": "rewards.*",
@@ -50,12 +51,12 @@ OWNED = {"temperature": "rollout.temperature", "top_p": "rollout.top_p", "reward
 def agent_config(recipe: Recipe):
     """The codeagent Config the rollouts run with: rollout.agent_config (a file, or `toy`) + rollout.set,
     with the sampling settings of the recipe."""
-    from ..config import Config
+    from ...config import Config
 
     settings = recipe.rollout
     overrides = nest(settings.set)
     if settings.agent_config == "toy":
-        from .toy import toy_config
+        from ..toy import toy_config
 
         data = toy_config().model_dump(mode="json")
     elif settings.agent_config:
@@ -108,7 +109,7 @@ def build_trainer(recipe: Recipe, *, callbacks=(), store=None, tasks: list | Non
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
     from trl import GRPOTrainer
 
-    from ..trajectory.store import TrajectoryStore
+    from ...trajectory.store import TrajectoryStore
     from . import rewards
     from .rollouts import Rollouts
 

@@ -1,5 +1,5 @@
-"""The chat completion logic of `codeagent serve` (train/serve.py), independent of HTTP: a request checked
-(train/serve_schema.py), rendered into the model's turn, generated, and answered in OpenAI's shape
+"""The chat completion logic of `codeagent serve` (serve/server.py), independent of HTTP: a request checked
+(serve/schema.py), rendered into the model's turn, generated, and answered in OpenAI's shape
 (tool calls, token ids, logprobs, streamed chunks)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .serve_schema import ChatRequest, validate_request
+from .schema import ChatRequest, validate_request
 
 DEFAULT_NAME = "codeagent"
 # Rendering a value through the chat template costs far more than decoding it: real tool specs hold hundreds.

@@ -1,4 +1,4 @@
-"""GRPO objective options that TRL's GRPOTrainer does not offer, as recipe options (train/grpo.py wires them).
+"""GRPO objective options that TRL's GRPOTrainer does not offer, as recipe options (train/grpo/trainer.py wires them).
 
 - Leave-one-out baseline (`rewards.baseline: leave_one_out`, RLOO; DeepSWE uses it): each sample's reward
   minus the mean of the OTHER scored members of its group, instead of the group mean. With n scored members

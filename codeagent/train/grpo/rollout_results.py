@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sequences import TokenSequence
+from ..sequences import TokenSequence
 
 
 @dataclass

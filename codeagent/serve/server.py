@@ -30,19 +30,20 @@ under about 8 x 2 x 4 MiB + 32 x 4 MiB above its model whatever clients send. On
 
 (`hermes` parses Qwen-style `<tool_call>` output; pick the parser of your model family.)
 
-Here: the server and loading the served model. The request -> response logic is in train/serve_chat.py
-(the request's shape in train/serve_schema.py), the HTTP handler and its refusals in train/serve_http.py.
+Here: the server (uvicorn running the Starlette app, in a thread or in the foreground) and loading the
+served model. The request -> response logic is in serve/chat.py (the request's shape in serve/schema.py), the
+HTTP routes and their refusals in serve/app.py, the connection limits in serve/connections.py.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
-from typing import cast
+import time
 
-from .serve_chat import DEFAULT_NAME, MAX_STRUCTURED_VALUES, ChatService, RequestError
-from .serve_http import ChatHTTPServer
+from .chat import DEFAULT_NAME, MAX_STRUCTURED_VALUES, ChatService, RequestError
 
-# the names other modules import from here (serve_chat holds them)
+# the names other modules import from here (chat.py holds some)
 __all__ = ["DECODED_PER_BYTE", "DEFAULT_NAME", "IDLE_SECONDS", "MAX_BODY_BYTES", "MAX_CONNECTIONS",
            "MAX_STRUCTURED_VALUES", "REQUEST_SECONDS", "ChatService", "RequestError", "Server", "load_served_model"]
 
@@ -53,37 +54,68 @@ IDLE_SECONDS = 60.0
 # so a client that sends a byte now and then (slowloris) would hold a connection slot for ever.
 REQUEST_SECONDS = 60.0
 DECODED_PER_BYTE = 32  # the most memory decoded JSON takes per byte of text ([[],[],...]: ~25)
+GRACEFUL_SECONDS = 5  # on stop, how long requests being answered may take to finish
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening IPv4 socket (port 0: a free one), bound now so that the URL is known before serving."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class Server:
-    """The HTTP server in a background thread (tests, benchmarks) or in the foreground (`serve`)."""
+    """The HTTP server (uvicorn) in a background thread (tests, benchmarks) or in the foreground (`serve`)."""
 
     def __init__(self, model, *, name: str = DEFAULT_NAME, host: str = "127.0.0.1", port: int = 8000,
                  max_body_bytes: int = MAX_BODY_BYTES, max_connections: int = MAX_CONNECTIONS,
                  idle_seconds: float = IDLE_SECONDS, request_seconds: float = REQUEST_SECONDS,
                  allowed_hosts: tuple[str, ...] = ()):
+        import uvicorn
+
+        from .app import create_app
+        from .connections import ConnectionLimits, protocol_class
+
         self.service = ChatService(model, name)
-        self.httpd = ChatHTTPServer((host, port), self.service, max_connections=max_connections,
-                                    max_body_bytes=max_body_bytes, idle_seconds=idle_seconds,
-                                    request_seconds=request_seconds, allowed_hosts=(host, *allowed_hosts))
+        self.socket = listen(host, port)
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        app = create_app(self.service, bound=self.server_address, max_body_bytes=max_body_bytes,
+                         allowed_hosts=(host, *allowed_hosts))
+        protocol = protocol_class(ConnectionLimits(max_connections, request_seconds, idle_seconds))
+        self.uvicorn = uvicorn.Server(uvicorn.Config(
+            app, http=protocol, ws="none", lifespan="off", loop="asyncio", log_config=None, access_log=False,
+            proxy_headers=False, server_header=False, headers=[("server", "codeagent-serve")],
+            timeout_keep_alive=idle_seconds, timeout_graceful_shutdown=GRACEFUL_SECONDS))
         self.thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = cast(tuple[str, int], self.httpd.server_address[:2])
+        host, port = self.server_address
         return f"http://{host}:{port}/v1"
 
     def start(self) -> Server:
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="codeagent-serve", daemon=True)
+        self.thread = threading.Thread(target=self.serve_forever, name="codeagent-serve", daemon=True)
         self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.uvicorn.started and self.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
         return self
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        """Until stopped (in the foreground: SIGINT or SIGTERM, which uvicorn raises again once it has stopped)."""
+        self.uvicorn.run(sockets=[self.socket])
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.uvicorn.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout=GRACEFUL_SECONDS + 10)
+        self.socket.close()
 
     def __enter__(self) -> Server:
         return self.start()

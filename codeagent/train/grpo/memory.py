@@ -28,14 +28,14 @@ Training phase:
   larger (PHASE_TERMS), the training total adds both (a margin of the head's size, ~0.5 GiB at 16k);
 - vLLM (colocated): `vllm_gpu_memory_utilization` of the device, in both phases;
 - async GRPO (`rollout.asynchronous`): the copies of the policy the rollouts sample from while the trainer
-  steps (train/versions.py: buffer_batches + 1, each the whole base + the LoRA weights in fp32), their KV
+  steps (train/grpo/versions.py: buffer_batches + 1, each the whole base + the LoRA weights in fp32), their KV
   cache (as below, one prompt cache per copy) and prefill: in the training phase, since both run at once.
 Weight-sync phase (vLLM under ZeRO-3): TRL merges the adapter into vLLM's weights before every generation
 batch, gathering the whole model at once on every device (trl VLLMGeneration.sync_weights with PEFT), beside
 the colocated engine: whole weights + LoRA state + vLLM. Under other layouts the weights are whole already.
 Generation phase (transformers generation, not async: the batched engine of models/batching.py runs in the
 training process):
-- weights: the whole base on every device (ZeRO-3 gathers them for the rollouts: train/rollouts.py
+- weights: the whole base on every device (ZeRO-3 gathers them for the rollouts: train/grpo/rollouts.py
   `generation_weights`), plus the LoRA state above;
 - KV cache: rollout.workers conversations x sequence x layers x 2 (keys, values) x kv heads x head dim
   x dtype bytes, plus the engine's prompt cache at its bound (DEFAULT_KV_CACHE_BYTES);
@@ -63,9 +63,9 @@ from typing import Any
 
 import yaml
 
-from ..models.batching import DEFAULT_KV_CACHE_BYTES
-from . import TrainError
-from .recipe import Recipe
+from ...models.batching import DEFAULT_KV_CACHE_BYTES
+from .. import TrainError
+from ..recipe import Recipe
 
 GiB = 1 << 30
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}
@@ -204,12 +204,12 @@ def lora_parameters(shape: Shape, recipe: Recipe) -> int:
 
 def transformers_generation(recipe: Recipe) -> bool:
     """Rollouts generated in the training process by transformers: asked for, or async GRPO (which samples
-    from versioned copies of the policy, never from vLLM: train/grpo.py)."""
+    from versioned copies of the policy, never from vLLM: train/grpo/trainer.py)."""
     return recipe.rollout.generation == "transformers" or recipe.rollout.asynchronous
 
 
 def policy_copies(recipe: Recipe) -> int:
-    """Copies of the policy async GRPO keeps (train/versions.py): the current one, plus one per generation
+    """Copies of the policy async GRPO keeps (train/grpo/versions.py): the current one, plus one per generation
     batch that may still be sampling from an older version (rollout.buffer_batches, default max_staleness + 1).
     A retired copy is kept as a spare and reused, so this is how many exist at once."""
     settings = recipe.rollout

@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import TrainError
+from .. import TrainError
+from ..recipe import Recipe
+from ..sequences import NotTokenExact, TokenSequence, chain_steps
 from .generation import VLLMGenerator, generation_weights, release_conversation, sync_vllm_weights
-from .recipe import Recipe
 from .rollout_results import Rollout, RolloutBatch, infrastructure_failure
-from .sequences import NotTokenExact, TokenSequence, chain_steps
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class Rollouts(RolloutBatch):
     """TRL's rollout_func for codeagent: see the module docstring."""
 
     def __init__(self, recipe: Recipe, tasks: list, tokenizer, config, store, *, run_id: str | None = None):
-        from ..harness import prebuilt
+        from ...harness import prebuilt
         from . import rewards
 
         self.recipe = recipe
@@ -112,7 +112,7 @@ class Rollouts(RolloutBatch):
         """The model being trained, behind the Model protocol (generation in eval mode, no grad), on the
         batched engine: transformers (models/batching.py) or TRL's vLLM (VLLMGenerator). `model`: the
         trainer's model already unwrapped and gathered (see `generation`)."""
-        from ..models.hf import HFModel
+        from ...models.hf import HFModel
 
         if model is None:
             model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
@@ -137,7 +137,7 @@ class Rollouts(RolloutBatch):
         settings = self.recipe.rollout
         if settings.executor == "ray" or (settings.environment != "harness" and settings.grader != "harness"):
             return
-        from ..harness.env_images import image_source
+        from ...harness.env_images import image_source
 
         with self._prepare_lock:
             for task in tasks:
@@ -149,7 +149,7 @@ class Rollouts(RolloutBatch):
         """Per task, a warm pool of its sandboxes (at most one per rollout of it), `rollout.warm_sandboxes`
         started ahead in all. Only for the local executor and sandboxes a pool can hold (harness/env_sandbox.py);
         the others open their sandbox in run_one."""
-        from ..sandbox.pool import WarmPool
+        from ...sandbox.pool import WarmPool
 
         settings = self.recipe.rollout
         warm = workers if settings.warm_sandboxes is None else settings.warm_sandboxes
@@ -179,12 +179,12 @@ class Rollouts(RolloutBatch):
 
     def _grader(self, task) -> str:
         """A task whose hidden tests are not in its agent's image (a pulled one) is graded in its grading image."""
-        from ..harness.env_images import image_source
+        from ...harness.env_images import image_source
 
         return self.recipe.rollout.grader if image_source(task).sandbox_grades else "harness"
 
     def _sandbox_options(self) -> dict[str, Any]:
-        from ..sandbox import Limits
+        from ...sandbox import Limits
 
         sandbox = self.config.sandbox
         return {"environment": self.recipe.rollout.environment, "kind": sandbox.kind,
@@ -192,14 +192,14 @@ class Rollouts(RolloutBatch):
                 "registry": self.config.images.registry}
 
     def _sandboxes(self, task):
-        from ..harness.env_sandbox import agent_sandboxes
+        from ...harness.env_sandbox import agent_sandboxes
 
         return agent_sandboxes(task, **self._sandbox_options())
 
     def _sandbox(self, task, pool):
         """The task's agent sandbox (harness/env_sandbox.py): from its warm pool, or opened now (executor:
         ray, on a Ray worker node)."""
-        from ..harness.env_sandbox import open_agent_sandbox
+        from ...harness.env_sandbox import open_agent_sandbox
 
         if pool is not None:
             return pool()  # a started sandbox; closing it (the with below) removes it
@@ -207,15 +207,15 @@ class Rollouts(RolloutBatch):
         if self.recipe.rollout.executor == "ray":
             from functools import partial
 
-            from ..executors.ray_sandbox import RaySandbox
+            from ...executors.ray_sandbox import RaySandbox
 
             on_node = partial(RaySandbox, address=self.recipe.rollout.ray_address)
         return open_agent_sandbox(task, on_node=on_node, **self._sandbox_options())
 
     def run_one(self, task, policy, group_id: str, index: int, pool=None, store=None) -> Rollout:
-        from ..agent.loop import Agent
-        from ..harness import integrity
-        from ..harness.env_grade import grade_in_sandbox
+        from ...agent.loop import Agent
+        from ...harness import integrity
+        from ...harness.env_grade import grade_in_sandbox
         from . import rewards
 
         started = time.monotonic()
@@ -266,12 +266,12 @@ class Rollouts(RolloutBatch):
 
     def _grade(self, task, patch: str, folder: Path) -> dict[str, Any]:
         """The harness grade, here or (executor: ray) as a Ray task whose files come back to `folder`."""
-        from ..harness.env_grade import grade_patch, grade_shipped, say
+        from ...harness.env_grade import grade_patch, grade_shipped, say
 
         if self.recipe.rollout.executor != "ray":
             return grade_patch(task, patch, folder, progress=lambda line: say(task.instance_id, line))
-        from ..executors.ray_executor import RayExecutor
-        from ..executors.shipped import write_shipped_files
+        from ...executors.ray_executor import RayExecutor
+        from ...executors.shipped import write_shipped_files
 
         executor = RayExecutor(self.recipe.rollout.ray_address)
         [(_, shipped, error)] = list(executor.map_unordered(grade_shipped, [(task.model_dump(), patch)]))

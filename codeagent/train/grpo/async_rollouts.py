@@ -38,7 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import TrainError
+from .. import TrainError
 from .buffer import Group, SampleBuffer
 from .offpolicy import STATISTICS
 from .rollouts import Rollout, Rollouts

@@ -29,8 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..models.engine_front import BatchingFront
-from . import TrainError
+from ...models.engine_front import BatchingFront
+from .. import TrainError
 from .generation import _fill
 from .versions import PolicyVersions, _Snapshot
 
@@ -200,7 +200,7 @@ class ServedVersions(PolicyVersions):
 
 def served_versions(rollouts) -> ServedVersions:
     """The versions of async GRPO's policy on a vLLM server (started here unless rollout.vllm_server_url)."""
-    from ..models.hf import HFModel
+    from ...models.hf import HFModel
 
     recipe = rollouts.recipe
     settings = recipe.rollout

@@ -35,8 +35,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .. import patches
-from .recipe import RewardsSection
+from ... import patches
+from ..recipe import RewardsSection
 
 COMPONENTS = ("resolved", "similarity", "steps")
 MALFORMED = -1.0  # SWE-RL's reward for an answer that is not a usable patch

@@ -7,24 +7,7 @@ Each function returns why not (a message naming the knob), or None.
 
 from __future__ import annotations
 
-from typing import Any
-
-from .recipe import Recipe
-
-CISPO_CAP_EXAMPLE = 5.0  # ScaleRL's epsilon_max, TRL's recommendation for loss_type cispo
-
-
-def cispo_cap(trainer: dict[str, Any]) -> str | None:
-    """TRL's CISPO clamps each token's importance weight at `epsilon_high` itself (not at 1 + epsilon_high, as
-    the clipped losses do): a DAPO-style 0.28 would clip every token, the on-policy ones (ratio 1) included."""
-    if trainer.get("loss_type") != "cispo":
-        return None
-    cap = trainer.get("epsilon_high", trainer.get("epsilon", 0.2))
-    if cap is None or float(cap) <= 1.0:
-        return (f"trainer.loss_type=cispo takes trainer.epsilon_high as the cap of each token's importance weight "
-                f"(TRL clamps the ratio at it): {cap} is below 1, so every token, on-policy ones included, would be "
-                f"clipped. Set trainer.epsilon_high to the cap itself, e.g. {CISPO_CAP_EXAMPLE} (ScaleRL)")
-    return None
+from ..recipe import Recipe, cispo_cap
 
 
 def vllm_route(mode: str, processes: int, tensor_parallel: int = 1, sleep_mode: bool = False) -> str | None:
