@@ -182,7 +182,7 @@ def test_ctrl_c_while_the_sandbox_is_prepared_exits_130(when, server, make_repo,
 
 @pytest.mark.parametrize("where, patch", [
     ("the model check", "import codeagent.run.model_check as m\nm.preflight = lambda model, paid=False: {raise_}\n"),
-    ("a run", "import codeagent.agent.step as m\nm.Stepping._ask_model = lambda self, complete: {raise_}\n"),
+    ("a run", "import codeagent.agent.model_call as m\nm.ModelCall._ask = lambda self, complete: {raise_}\n"),
 ])
 def test_ctrl_c_inside_an_exec_still_exits_130(where, patch, tmp_path, env):
     """A Ctrl-C that lands in code run by exec() (dataclasses does that while litellm is imported) left

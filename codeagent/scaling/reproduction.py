@@ -53,7 +53,7 @@ def write_reproduction(task: Task, config: Config, model: Model,
                        sandbox_factory: SandboxFactory) -> tuple[str | RepoTest | None, str]:
     """(the test's source, or a RepoTest in a repository of another language; what happened); None
     when no usable test came out."""
-    from ..agent.loop import Agent
+    from ..agent.loop import Agent, RunOptions
 
     own = config.model_copy(update={"agent": config.agent.model_copy(update={"review_on_submit": False})})
     report = _language_report(task)
@@ -62,7 +62,7 @@ def write_reproduction(task: Task, config: Config, model: Model,
     with sandbox_factory() as sandbox:
         prompt = render("reproduce", config.agent.prompts_dir, problem_statement=task.problem_statement,
                         test_path=TEST_PATH, workdir=sandbox.workdir)
-        result = Agent(model, own).run(task, sandbox, instance_prompt=prompt)
+        result = Agent(model, own).run(task, sandbox, RunOptions(instance_prompt=prompt))
         try:
             source = sandbox.read_file(TEST_PATH).decode("utf-8", errors="replace")
         except FileNotFoundError:
@@ -130,7 +130,7 @@ def _statuses(sandbox: Sandbox, report: TestReport, timeout: float) -> dict[str,
 
 def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory: SandboxFactory,
                        report: TestReport, timeout: float) -> tuple[RepoTest | None, str]:
-    from ..agent.loop import Agent
+    from ..agent.loop import Agent, RunOptions
     from ..harness.env_toolchain import detect
     from ..sandbox.workspace import snapshot
     from .scratch import touched_files
@@ -139,7 +139,7 @@ def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory
     with sandbox_factory() as sandbox:
         prompt = render("reproduce_tests", config.agent.prompts_dir, problem_statement=task.problem_statement,
                         workdir=sandbox.workdir, test_command=found.test_command if found else report.command)
-        result = Agent(model, config).run(task, sandbox, instance_prompt=prompt)
+        result = Agent(model, config).run(task, sandbox, RunOptions(instance_prompt=prompt))
         added = [item.new for item in touched_files(sandbox.diff()) if item.old is None and item.new]
         files = tuple((path, sandbox.read_file(path).decode("utf-8", errors="replace")) for path in added)
     if not files:
