@@ -108,6 +108,7 @@ def test_the_flags_override_the_sessions_model_and_server():
 def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypatch):
     """`codeagent solve --resume ID` in a terminal (the TUI) gets the session's model, as headless does."""
     from codeagent.cli import solve_command
+    from codeagent.run.solve_request import SolveRequest
     from codeagent.trajectory.store import TrajectoryStore
 
     monkeypatch.setenv("CODEAGENT_TRAJECTORY_DIR", str(tmp_path / "trajs"))
@@ -120,7 +121,7 @@ def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypat
     opened = {}
     monkeypatch.setattr("codeagent.tui.run_tui", lambda config, model, **options: opened.update(
         model=model, resume=options["resume"]) or 0)
-    assert solve_command._solve_in_tui(str(repo), None, None, None, None, None, {}, session[:12], "suggest", False) == 0
+    assert solve_command._solve_in_tui(SolveRequest(repo=str(repo), session=session[:12])) == 0
     assert (opened["model"].name, opened["model"].api_base, opened["resume"]) == (
         "hosted_vllm/qwen", "http://gpu:8000/v1", session)
 

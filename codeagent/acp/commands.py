@@ -32,6 +32,8 @@ def acp_command(model_name, api_base, approval_mode, sandbox_kind, config_file, 
                                    sandbox__kind=sandbox_kind)
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
+    from ..run.solve_request import SolveRequest
     from .server import serve
 
-    asyncio.run(serve(overrides=overrides, config_file=config_file, trust=trust, mode=approval_mode))
+    asyncio.run(serve(SolveRequest(overrides=overrides, config_file=config_file, trust=trust,
+                                   approval_mode=approval_mode)))
