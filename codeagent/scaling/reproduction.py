@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..agent.prompts import render
+from ..agent.run_types import RunOptions
 from ..config import Config
 from ..harness.log_parsers import parse_log
 from ..models import Model
@@ -53,7 +54,7 @@ def write_reproduction(task: Task, config: Config, model: Model,
                        sandbox_factory: SandboxFactory) -> tuple[str | RepoTest | None, str]:
     """(the test's source, or a RepoTest in a repository of another language; what happened); None
     when no usable test came out."""
-    from ..agent.loop import Agent, RunOptions
+    from ..agent.loop import Agent
 
     own = config.model_copy(update={"agent": config.agent.model_copy(update={"review_on_submit": False})})
     report = _language_report(task)
@@ -130,7 +131,7 @@ def _statuses(sandbox: Sandbox, report: TestReport, timeout: float) -> dict[str,
 
 def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory: SandboxFactory,
                        report: TestReport, timeout: float) -> tuple[RepoTest | None, str]:
-    from ..agent.loop import Agent, RunOptions
+    from ..agent.loop import Agent
     from ..harness.env_toolchain import detect
     from ..sandbox.workspace import snapshot
     from .scratch import touched_files
