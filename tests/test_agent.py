@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codeagent.agent.loop import Agent
+from codeagent.agent.loop import Agent, RunOptions
 from codeagent.config import Config, load_config
 from codeagent.events import EventBus
 from codeagent.models import ReplayModel, ScriptedModel
@@ -22,11 +22,11 @@ def store(tmp_path):
     return TrajectoryStore(tmp_path / "trajectories")
 
 
-def run_agent(model, task, store, config=None, **options):
+def run_agent(model, task, store, config=None, options=None):
     events = []
     agent = Agent(model, config or Config(agent={"localize": False}), events=EventBus(events.append), store=store)
     with open_sandbox(task.repo, task.base_commit) as sandbox:
-        result = agent.run(task, sandbox, **options)
+        result = agent.run(task, sandbox, options)
         after = sandbox.run(task.test_command, timeout=120) if task.test_command else None
     return result, events, after
 
@@ -213,7 +213,7 @@ def test_resume_continues_the_same_trajectory_with_a_follow_up(make_repo, store)
     with open_sandbox(repo) as sandbox:  # a new sandbox, with the session's patch applied
         sandbox.write_file("/tmp/session.patch", saved.patch)
         assert sandbox.run("git apply /tmp/session.patch").exit_code == 0
-        result = second.run(task, sandbox, resume=saved, follow_up="Now also check the file.")
+        result = second.run(task, sandbox, RunOptions(resume=saved, follow_up="Now also check the file."))
     assert result.trajectory_id == done.trajectory_id and result.exit_status == "submitted"
     assert model.calls[0][-1] == {"role": "user", "content": "Now also check the file."}
     assert model.calls[1][-1]["content"].strip() == "b"

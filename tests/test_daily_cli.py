@@ -108,6 +108,7 @@ def test_the_flags_override_the_sessions_model_and_server():
 def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypatch):
     """`codeagent solve --resume ID` in a terminal (the TUI) gets the session's model, as headless does."""
     from codeagent.cli import solve_command
+    from codeagent.run.solve_request import SolveRequest
     from codeagent.trajectory.store import TrajectoryStore
 
     monkeypatch.setenv("CODEAGENT_TRAJECTORY_DIR", str(tmp_path / "trajs"))
@@ -120,7 +121,7 @@ def test_the_tui_reopens_a_session_with_its_model(make_repo, tmp_path, monkeypat
     opened = {}
     monkeypatch.setattr("codeagent.tui.run_tui", lambda config, model, **options: opened.update(
         model=model, resume=options["resume"]) or 0)
-    assert solve_command._solve_in_tui(str(repo), None, None, None, None, None, {}, session[:12], "suggest", False) == 0
+    assert solve_command._solve_in_tui(SolveRequest(repo=str(repo), session=session[:12])) == 0
     assert (opened["model"].name, opened["model"].api_base, opened["resume"]) == (
         "hosted_vllm/qwen", "http://gpu:8000/v1", session)
 
@@ -182,7 +183,7 @@ def test_ctrl_c_while_the_sandbox_is_prepared_exits_130(when, server, make_repo,
 
 @pytest.mark.parametrize("where, patch", [
     ("the model check", "import codeagent.run.model_check as m\nm.preflight = lambda model, paid=False: {raise_}\n"),
-    ("a run", "import codeagent.agent.step as m\nm.Stepping._ask_model = lambda self, complete: {raise_}\n"),
+    ("a run", "import codeagent.agent.model_call as m\nm.ModelCall._ask = lambda self, complete: {raise_}\n"),
 ])
 def test_ctrl_c_inside_an_exec_still_exits_130(where, patch, tmp_path, env):
     """A Ctrl-C that lands in code run by exec() (dataclasses does that while litellm is imported) left

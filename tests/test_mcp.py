@@ -267,7 +267,7 @@ def test_tokens_in_a_servers_url_and_args_stay_out_of_the_record_and_the_export(
     """The server still gets its real arguments; the trajectory and `traj export` show neither token."""
     from click.testing import CliRunner
 
-    from codeagent.trajectory.commands import traj
+    from codeagent.cli.traj_commands import traj
 
     args = [*stdio()["args"], "--api-key", "s3cretA", "--token=s3cretB", "-e", "GH_TOKEN=s3cretC", "--port", "7",
             "--header", "Authorization: Bearer s3cretF", "--upstream=https://bob:s3cretG@mcp.example.com/"]

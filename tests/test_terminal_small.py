@@ -7,11 +7,11 @@ import json
 
 from click.testing import CliRunner
 
+from codeagent.cli.traj_commands import traj
 from codeagent.config import Config
 from codeagent.events import PatchChanged
 from codeagent.run.session import Notice, Session
 from codeagent.task import Task
-from codeagent.trajectory.commands import traj
 from codeagent.trajectory.store import TrajectoryStore
 
 MODEL = "hosted_vllm/some-organisation/a-rather-long-model-name-that-needs-room"

@@ -29,11 +29,15 @@ def reply(*calls: tuple[str, dict]) -> dict:
 
 
 def run(repo, turns, tmp_path, **limits):
+    """The run's result, its trajectory, and the tool context its calls were given (their edit history)."""
     agent = Agent(ScriptedModel(turns), Config(agent={"localize": False}, limits=limits), events=EventBus(),
                   store=TrajectoryStore(tmp_path / "trajectories"))
+    contexts = []
+    call = agent.tools.call
+    agent.tools.call = lambda name, arguments, context: (contexts.append(context), call(name, arguments, context))[1]
     with open_sandbox(repo) as sandbox:
         result = agent.run(Task(repo=str(repo), problem_statement="p"), sandbox)
-    return agent, result, agent.store.load(result.trajectory_id)
+    return contexts[-1] if contexts else None, result, agent.store.load(result.trajectory_id)
 
 
 def tool_outputs(trajectory) -> list[str]:
@@ -43,9 +47,9 @@ def tool_outputs(trajectory) -> list[str]:
 def test_a_reply_runs_at_most_its_cap_of_tool_calls_and_the_run_goes_on(make_repo, tmp_path):
     repo = make_repo({"main.py": "print('hi')\n"})
     many = reply(*[("bash", {"command": f"echo {i} >> log.txt"}) for i in range(40)])
-    agent, result, trajectory = run(repo, [many, reply(("bash", {"command": "wc -l < log.txt"})), reply(("submit", {}))],
-                                    tmp_path)
-    assert agent.config.limits.max_tool_calls_per_reply == 32  # the default
+    _, result, trajectory = run(repo, [many, reply(("bash", {"command": "wc -l < log.txt"})), reply(("submit", {}))],
+                                tmp_path)
+    assert Config().limits.max_tool_calls_per_reply == 32  # the default
     outputs = tool_outputs(trajectory)
     assert len(outputs) == 42  # every call is answered: the transcript stays valid
     refused = [text for text in outputs[:40] if "Not run: a reply may make at most 32 tool calls" in text]
@@ -77,10 +81,10 @@ def test_one_reply_of_edits_holds_a_bounded_history_whatever_the_spellings(make_
     inserts = [("editor", {"command": "insert", "path": spellings[i % 4], "insert_line": 1, "new_str": f"line {i}"})
                for i in range(24)]
     undo = ("editor", {"command": "undo_edit", "path": "big.txt"})
-    agent, result, trajectory = run(repo, [reply(("bash", {"command": "mkdir sub"})), reply(*inserts), reply(undo),
-                                           reply(("submit", {}))], tmp_path)
+    context, result, trajectory = run(repo, [reply(("bash", {"command": "mkdir sub"})), reply(*inserts), reply(undo),
+                                             reply(("submit", {}))], tmp_path)
     assert all(text.startswith("Inserted") for text in tool_outputs(trajectory)[1:25])
-    history = agent.context.state["edit_history"]
+    history = context.state["edit_history"]
     # 24 versions of 6 MiB would be 144 MiB; a spelling each would have kept 20 x 4
     assert 0 < history.bytes <= MAX_BYTES and len(history) == 9  # ten 6 MiB versions fit; the undo took one
     assert "Reverted the last edit of big.txt" in tool_outputs(trajectory)[25]  # the edit made as sub/../big.txt

@@ -4,8 +4,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from codeagent.cli.traj_commands import traj
 from codeagent.trajectory import Trajectory, TrajectoryStore
-from codeagent.trajectory.commands import traj
 from codeagent.trajectory.export import ExportError, dpo_rows, sft_rows, to_dpo, to_jsonl, to_sft
 from tests.support.scripted import native_call as call
 from tests.support.tools import TOOLS

@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from codeagent.cli.traj_commands import traj
 from codeagent.trajectory import TrajectoryStore
-from codeagent.trajectory.commands import traj
 from codeagent.trajectory.export import dpo_rows, sibling_key
 from codeagent.trajectory.reading import fold_records
 from tests.support.scripted import native_call as call

@@ -144,7 +144,7 @@ async def test_a_pasted_image_path_reaches_the_request_and_the_trajectory_keeps_
 
 def test_image_flag_reaches_the_request_as_an_image_part(make_repo, tmp_path, monkeypatch):
     from codeagent import cli
-    from codeagent.run import model_check as solve  # where headless takes the model from
+    from codeagent.run import solve_request as solve  # where every front end takes the model from
 
     repo = make_repo(FILES)
     picture = tmp_path / "bug.png"
@@ -184,7 +184,7 @@ def test_a_model_without_vision_is_refused_before_the_run(make_repo, tmp_path):
 
 def test_headless_plan_mode_ends_with_the_answer(make_repo, tmp_path, monkeypatch):
     from codeagent import cli
-    from codeagent.run import model_check as solve  # where headless takes the model from
+    from codeagent.run import solve_request as solve  # where every front end takes the model from
 
     repo = make_repo(FILES)
     model = Recording([call("search", command="grep", pattern="def add"), answer("add() subtracts.")])

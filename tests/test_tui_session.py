@@ -251,13 +251,15 @@ def test_without_a_model_the_issue_waits_for_one(make_repo, tmp_path):
     repo = make_repo(FILES)
     recorder = Recorder()
     session, _ = make_session(repo, [], tmp_path, recorder, mode="full-auto")
-    session.model = session.agent.model = None
+    session.model = None
+    session.agent.use_model(None)
     try:
         session.submit("add() subtracts")
         assert session.wait_idle(30) and "/model NAME" in recorder.notices("error")[-1]
         assert session.sandbox is None and session.task.problem_statement == "add() subtracts"
         model = ScriptedModel([fix_add(), call("submit")])
-        session.model = session.agent.model = model  # what /model NAME does, with a scripted model
+        session.model = model  # what /model NAME does, with a scripted model
+        session.agent.use_model(model)
         session.submit("go")
         assert session.wait_idle(60) and session.last_status == "submitted"
         assert "add() subtracts" in model.calls[0][1]["content"] and model.calls[0][-1]["content"] == "go"

@@ -9,13 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from codeagent.agent.loop import Agent
+from codeagent.cli.traj_commands import traj
 from codeagent.config import Config
 from codeagent.events import EventBus
 from codeagent.models import ScriptedModel
 from codeagent.run.printers import JsonPrinter, ProgressPrinter
 from codeagent.sandbox import open_sandbox
 from codeagent.task import Task
-from codeagent.trajectory.commands import traj
 from codeagent.trajectory.store import TrajectoryStore
 from codeagent.visible import visible
 from tests.support.git import git

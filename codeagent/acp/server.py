@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import acp
@@ -30,6 +31,7 @@ from .updates import Translator
 
 if TYPE_CHECKING:
     from ..run.session import Session
+    from ..run.solve_request import SolveRequest
 
 MODES = {"suggest": "Ask before every command and edit", "auto-edit": "Edits run; ask before commands",
          "full-auto": "Never ask (the sandbox is the guard)"}
@@ -68,9 +70,8 @@ class Live:
 
 
 class CodeagentAgent:
-    def __init__(self, overrides: dict[str, Any], config_file: str | None = None, trust: bool = False,
-                 mode: str = "suggest"):
-        self.overrides, self.config_file, self.trust, self.mode = overrides, config_file, trust, mode
+    def __init__(self, request: SolveRequest):
+        self.request = request  # the command line's: each session's is this one on the editor's folder
         self.sessions: dict[str, Live] = {}
         self.conn: Any = None  # the client's connection (acp), once connected
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -129,14 +130,13 @@ class CodeagentAgent:
         return schema.LoadSessionResponse(modes=_modes(live))
 
     def _open(self, session_id: str, cwd: str) -> Live:
-        from ..config import ConfigError, load_config
+        from ..config import ConfigError
         from ..models import ModelConfigError
         from ..run.session import Session
-        from ..run.solve import resolve_model
+        from ..run.solve_request import prepare_solve
 
         try:
-            config = load_config(cwd, self.config_file, self.overrides, trust=self.trust)
-            model, replay = resolve_model(config, None)
+            prepared = prepare_solve(replace(self.request, repo=cwd), cwd)
         except (ConfigError, ModelConfigError) as exc:
             raise acp.RequestError.invalid_params({"message": str(exc)}) from None
         live: Live | None = None
@@ -150,8 +150,8 @@ class CodeagentAgent:
             asyncio.run_coroutine_threadsafe(self._ask(session_id, request), self.loop)
 
         # the editor's files are never written on disk by codeagent: through the editor, or the patch is handed over
-        session = Session(config, model, repo=cwd, mode=self.mode, replay=replay, ask=ask, emit=emit,
-                          write_through=False)
+        session = Session(prepared.config, prepared.model, repo=cwd, mode=self.request.approval_mode,
+                          replay=prepared.replay, ask=ask, emit=emit, write_through=False)
         problem = session.repo_problem()
         if problem:
             session.close()
@@ -308,8 +308,7 @@ def stop_reason(status: str | None, cancelled: bool) -> str:
     return "end_turn"
 
 
-async def serve(overrides: dict[str, Any], config_file: str | None = None, trust: bool = False,
-                mode: str = "suggest") -> None:
+async def serve(request: SolveRequest) -> None:
     """Speak ACP on stdin/stdout until the editor closes stdin. Anything else printed to stdout goes to
     stderr (stdout carries only the protocol); the sessions' sandboxes are removed on the way out."""
     from acp.stdio import stdio_streams
@@ -322,7 +321,7 @@ async def serve(overrides: dict[str, Any], config_file: str | None = None, trust
         output_stream, input_stream = await stdio_streams(limit=50 * 1024 * 1024)
     finally:
         sys.stdout = real_stdout
-    agent = CodeagentAgent(overrides, config_file, trust, mode)
+    agent = CodeagentAgent(request)
     try:
         await acp.run_agent(agent, input_stream, output_stream, use_unstable_protocol=True)  # for session/close
     finally:

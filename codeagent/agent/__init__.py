@@ -2,7 +2,12 @@
 
 One job per module:
     loop.py            Agent: render prompts, ask the model, run the tools, observe; stop on submit or a
-                       limit. Every step goes to the trajectory store. RunResult is what a run returns
+                       limit. Every step goes to the trajectory store. It owns its collaborators:
+    model_call.py      ModelCall: a step's model call (the history fitted, a remote call waited on)
+    tool_calls.py      ToolCaller: a reply's tool calls (limits, permission, hooks, subagents started together)
+    step_record.py     StepRecord: what one step records in the trajectory
+    step.py            ActiveRun (a run in flight) and the step's pieces that need no Agent
+    run_types.py       RunOptions (how a run starts), RunResult (what it returns), Stop, Approval
     prompts.py         the Jinja2 templates of prompts/ (a user folder may override any of them)
     instructions.py    the repository's AGENTS.md (or CLAUDE.md) files, for the system prompt
     history.py         fitting the conversation into the model's context window

@@ -29,6 +29,7 @@ from ..sandbox import SandboxError
 from ..sandbox.workspace import BASE_TAG
 from ..task import Task
 from ..tools.base import ToolContext, ToolResult
+from .run_types import ParentRun, RunOptions
 
 _COMMIT = ("git add -A && git -c user.name=codeagent -c user.email=codeagent@localhost commit -q --no-verify "
            f"--allow-empty -m 'codeagent: the parent run at hand-off' && git tag -f {BASE_TAG} >/dev/null")
@@ -106,9 +107,9 @@ class Subagents:
         try:  # isolated, like a candidate: whatever goes wrong is the subagent's outcome, never the parent's crash
             model = (model_from_settings(config.model, config.model.name) if self.parent.config.agent.subagent_model
                      else self.parent.model)
-            child = type(self.parent)(model, config, events=bus, store=self.parent.store, warn=self.parent.warn)
-            child.depth, child.parent_run, child.role = self.parent.depth + 1, (self.run_id, step), "subagent"
-            child.interactive = True  # a plain reply (its report) ends its run
+            child = type(self.parent)(model, config, events=bus, store=self.parent.store, warn=self.parent.warn,
+                                      interactive=True,  # a plain reply (its report) ends its run
+                                      parent=ParentRun(self.run_id, step, self.parent.depth + 1))
             task = self.task.model_copy(update={"problem_statement": description,
                                                 "instance_id": f"{self.task.instance_id or 'task'}/{name}"})
             self._running.append(child)
@@ -116,9 +117,9 @@ class Subagents:
                 handoff = context.sandbox.diff(exclude=context.settings.patch_exclude,
                                                max_bytes=context.settings.max_patch_bytes)
             with fork(context.sandbox, handoff) as sandbox:
-                if self.parent._interrupted.is_set():  # before its run began: it would not hear of it
+                if self.parent.interrupted():  # before its run began: it would not hear of it
                     raise InterruptedError("the run was interrupted before the subagent started")
-                result = child.run(task, sandbox, instance_prompt=description)
+                result = child.run(task, sandbox, RunOptions(instance_prompt=description))
             outcome = Outcome(name, said[-1] if said else "", "" if tools == "read_only" else result.patch,
                               str(result.exit_status), result.steps, result.cost, result.trajectory_id)
         except Exception as exc:
@@ -139,7 +140,7 @@ class Subagents:
         config = self.parent.config
         limits = config.limits.model_copy(update={
             "max_steps": steps,
-            "max_seconds": max(1.0, self.parent._deadline - time.monotonic()),
+            "max_seconds": max(1.0, self.parent.deadline - time.monotonic()),
             "max_cost": max(0.0, min(config.limits.max_cost, self.cost_left)),
         })
         agent = config.agent.model_copy(update={

@@ -1,6 +1,8 @@
 """The `codeagent` command: the group, the exit codes, the plumbing every command shares. Heavy modules are
 imported inside commands: `--help` stays instant. The commands: solve_command.py (and headless.py, issue.py),
-setup_commands.py (doctor, sandbox); the other groups are mounted from their packages."""
+setup_commands.py (doctor, sandbox), tasks.py, traj_commands.py, eval_commands.py, view_command.py,
+acp_command.py; their work is done in the packages they import. `train` and `serve` are still mounted from
+train/commands.py."""
 
 from __future__ import annotations
 
@@ -188,14 +190,13 @@ def _flush() -> None:
 
 
 def _mount_groups() -> None:
-    from ..acp.commands import acp_command
-    from ..evals.commands import eval_group
     from ..serve.commands import serve
-    from ..train.commands import grade_command, train_group
-    from ..trajectory.commands import traj
-    from ..view.commands import view_command
+    from ..train.commands import train_group
+    from .acp_command import acp_command
+    from .eval_commands import eval_group
+    from .traj_commands import traj
+    from .view_command import view_command
 
-    traj.add_command(grade_command)  # grading needs the harness, a layer above the trajectory package
     cli.add_command(traj)
     cli.add_command(eval_group)
     cli.add_command(train_group)

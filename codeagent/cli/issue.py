@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from . import EXIT_USAGE
 
-
-def task_from_flags(repo, issue_text, issue_file, example, commit):
+if TYPE_CHECKING:
+    from ..run.solve_request import PreparedSolve, SolveRequest
     from ..task import Task
 
-    if example:
+
+def task_from_flags(request: SolveRequest) -> Task | None:
+    """The task the flags give (--example, --issue, --issue-file); None when they give none."""
+    from ..task import Task
+
+    if request.example:
         from ..run.examples import example_as_task
 
-        return example_as_task(example)
-    if not (issue_text or issue_file):
+        return example_as_task(request.example)
+    if not (request.issue_text or request.issue_file):
         return None
-    text = issue_text or read_issue_file(issue_file)
+    text = request.issue_text or read_issue_file(str(request.issue_file))  # one of them is given
     if not text.strip():
         raise click.UsageError("the issue text is empty")
-    return Task(repo=repo, problem_statement=text, base_commit=commit)
+    return Task(repo=request.repo, problem_statement=text, base_commit=request.commit)
+
+
+def follow_up_from_flags(request: SolveRequest) -> str | None:
+    """A continued session's next message: --issue or --issue-file, else None."""
+    return request.issue_text or (read_issue_file(request.issue_file) if request.issue_file else None)
 
 
 def absolute_if_local(repo: str) -> str:
@@ -67,6 +78,20 @@ def custom_command(config, repo: str, text: str) -> str:
     if command.allowed_tools:
         config.agent.tools = command.tool_names(config.agent.tools or available_tools())
     return command.render(arguments)
+
+
+def with_images(prepared: PreparedSolve, paths: tuple[str, ...]) -> None:
+    """The images attached to the message the run starts with: a continued session's follow-up, else the
+    task's issue (a usage error without a model: the TUI's /model comes too late for them)."""
+    if not paths:
+        return
+    if prepared.model is None:
+        raise click.UsageError("--image needs a model that accepts images: give --model")
+    if prepared.follow_up is not None:
+        prepared.follow_up = attach_images(prepared.follow_up, paths, prepared.config, prepared.model)
+    elif prepared.task is not None:
+        prepared.task = prepared.task.model_copy(update={"problem_statement": attach_images(
+            prepared.task.problem_statement, paths, prepared.config, prepared.model)})
 
 
 def attach_images(text: str, paths, config, model) -> str:

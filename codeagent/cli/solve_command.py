@@ -1,15 +1,19 @@
-"""`codeagent solve` (and `codeagent` alone with its options): the flags, then the TUI or a headless run."""
+"""`codeagent solve` (and `codeagent` alone with its options): the flags read once into a `SolveRequest`
+(run/solve_request.py), then the TUI or a headless run (headless.py), both prepared by `prepare_solve`."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
+from typing import Any
 
 import click
 
 from ..run.scaling_flags import scaling_options, scaling_overrides
+from ..run.solve_request import SolveRequest
 from . import _user_errors, cli
 from .headless import solve_headless
-from .issue import absolute_if_local, attach_images, read_issue_file, task_from_flags
+from .issue import absolute_if_local, follow_up_from_flags, task_from_flags, with_images
 
 
 @cli.command()
@@ -46,47 +50,55 @@ from .issue import absolute_if_local, attach_images, read_issue_file, task_from_
 @click.option("--image", "images", multiple=True, metavar="PATH", help="Attach an image (PNG, JPEG, GIF, WebP) to "
               "the issue, for a model that accepts images. Repeatable.")
 @click.pass_context
-def solve(ctx, repo, issue_text, issue_file, example, commit, model_name, api_base, sandbox_kind, headless, as_json,
-          json_deltas, apply_patch, config_file, trust, settings, session, last_session, candidates, approval_mode,
-          work_mode, images, write_through, tts, select_policy, budget_tokens) -> None:
+def solve(ctx: click.Context, **flags) -> None:
     """Resolve an issue in a repository; the result is a patch (and a trajectory).
 
     In a terminal this opens the interactive TUI (type the issue there); --headless or no terminal prints
     progress instead. Exit codes: 0 submitted (or answered), 1 no patch or --apply refused, 2 usage, 3
     configuration or environment, 4 a limit reached, 5 model error, 6 an empty submission, 130 interrupted."""
-    from ..config import ConfigError, flag_overrides
+    from ..config import ConfigError
     from ..models import ModelConfigError
     from ..trajectory.store import TrajectoryError
 
-    given_above = ctx.obj or {}  # `codeagent --model X solve ...`
-    model_name = model_name or given_above.get("model_name")
-    api_base = api_base or given_above.get("api_base")
-    session = session or ("last" if last_session else None)
-    as_json = as_json or json_deltas
-    repo = absolute_if_local(repo)  # what sessions record, so `--resume` finds this repository's own
-    interactive = not headless and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
-    given = sum(map(bool, (issue_text, issue_file, example)))
-    if given > 1 or (given == 0 and not session and not interactive) or (session and example):
-        raise click.UsageError("give exactly one of --issue, --issue-file or --example")
-    try:
-        overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
-                                   sandbox__kind=sandbox_kind, scaling__candidates=candidates, agent__mode=work_mode,
-                                   agent__write_through=True if write_through else None,
-                                   **scaling_overrides(tts, select_policy, budget_tokens))
-    except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+    request = request_from_flags(flags, given_above=ctx.obj or {})
     with _user_errors(ConfigError, ModelConfigError, TrajectoryError):
-        if interactive:
+        if request.interactive:
             from ..tui import INSTALL_HINT, tui_available
 
             if tui_available():
-                sys.exit(_solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, overrides,
-                                       session, approval_mode, trust, images))
+                sys.exit(_solve_in_tui(request))
             click.echo(f"({INSTALL_HINT}: running headless)", err=True)
-            if not given and not session:
+            if not (request.issue_text or request.issue_file or request.example or request.session):
                 raise click.UsageError("give --issue, --issue-file or --example (the TUI is not installed)")
-        solve_headless(repo, issue_text, issue_file, example, commit, config_file, overrides, session, as_json,
-                        apply_patch, trust, images, json_deltas)
+        solve_headless(request)
+
+
+def request_from_flags(flags: dict[str, Any], given_above: dict[str, Any]) -> SolveRequest:
+    """The request, read once from solve's flags (and `codeagent --model X solve`'s, `given_above`); a usage
+    error (exit 2) for flags that do not go together or a bad --set."""
+    from ..config import ConfigError, flag_overrides
+
+    as_json = flags["as_json"] or flags["json_deltas"]
+    session = flags["session"] or ("last" if flags["last_session"] else None)
+    interactive = not flags["headless"] and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
+    given = sum(map(bool, (flags["issue_text"], flags["issue_file"], flags["example"])))
+    if given > 1 or (given == 0 and not session and not interactive) or (session and flags["example"]):
+        raise click.UsageError("give exactly one of --issue, --issue-file or --example")
+    try:
+        overrides = flag_overrides(
+            list(flags["settings"]), model__name=flags["model_name"] or given_above.get("model_name"),
+            model__api_base=flags["api_base"] or given_above.get("api_base"), sandbox__kind=flags["sandbox_kind"],
+            scaling__candidates=flags["candidates"], agent__mode=flags["work_mode"],
+            agent__write_through=True if flags["write_through"] else None,
+            **scaling_overrides(flags["tts"], flags["select_policy"], flags["budget_tokens"]))
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    return SolveRequest(  # the repository as sessions record it, so that `--resume` finds this one's own
+        repo=absolute_if_local(flags["repo"]), overrides=overrides, config_file=flags["config_file"],
+        trust=flags["trust"], issue_text=flags["issue_text"], issue_file=flags["issue_file"],
+        example=flags["example"], commit=flags["commit"], session=session, images=tuple(flags["images"]),
+        approval_mode=flags["approval_mode"], interactive=interactive, as_json=as_json,
+        json_deltas=flags["json_deltas"], apply_patch=flags["apply_patch"])
 
 
 def _take_solve_options() -> None:
@@ -98,20 +110,22 @@ def _take_solve_options() -> None:
 _take_solve_options()
 
 
-def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, overrides, session, mode,
-                  trust, images=()) -> int:
+def _solve_in_tui(request: SolveRequest) -> int:
+    """The TUI on the request: a repository whose settings are not trusted yet is asked about first; without
+    a model, the TUI opens all the same and asks for one (/model NAME)."""
     from pathlib import Path
 
-    from ..config import load_config, trust_project, untrusted_settings
-    from ..models import ModelConfigError
-    from ..run.solve import continue_with_session_model, load_session, resolve_model
+    from ..config import trust_project, untrusted_settings
+    from ..run.solve_request import find_resumed, prepare_solve
     from ..tui import ask_trust, run_tui
 
-    resumed = load_session(load_config(None, None), session, repo) if session else None
+    resumed = find_resumed(request)
     session = resumed.id if resumed else None  # the one found now is the one reopened
-    task = None if session else task_from_flags(repo, issue_text, issue_file, example, commit)
-    local = (task.repo if task else repo) if Path(task.repo if task else repo).is_dir() else None
-    asked = [] if trust or local is None else untrusted_settings(local, config_file, overrides)
+    task = None if session else task_from_flags(request)
+    repo = task.repo if task else request.repo
+    local = repo if Path(repo).is_dir() else None
+    asked = [] if request.trust or local is None else untrusted_settings(local, request.config_file,
+                                                                         request.overrides)
     if asked:
         assert local is not None  # only a local repository's settings are asked about
         answer = ask_trust(Path(local).resolve(), asked)
@@ -119,26 +133,12 @@ def _solve_in_tui(repo, issue_text, issue_file, example, commit, config_file, ov
             return 130
         if answer:
             click.echo(f"trusted {Path(local).resolve()} (recorded in {trust_project(local)})", err=True)
-            trust = True
-    config = load_config(local, config_file, overrides, trust=trust)
-    if resumed is not None:
-        continue_with_session_model(config, resumed, overrides)
-    try:
-        model, replay = resolve_model(config, example)
-    except ModelConfigError:
-        model, replay = None, False  # the TUI asks for one (/model NAME)
-    follow_up = (issue_text or (read_issue_file(issue_file) if issue_file else None)) if session else None
-    if images:
-        if task is None and follow_up is None:
-            raise click.UsageError("--image goes with --issue or --issue-file (in the TUI, paste the image's path "
-                                   "into your message)")
-        if model is None:
-            raise click.UsageError("--image needs a model that accepts images: give --model")
-        if task is not None:
-            task = task.model_copy(update={"problem_statement": attach_images(task.problem_statement, images,
-                                                                               config, model)})
-        else:
-            assert follow_up is not None  # checked above
-            follow_up = attach_images(follow_up, images, config, model)
-    return run_tui(config, model, repo=task.repo if task else repo, commit=commit, task=task, replay=replay,
-                   mode=mode, resume=session, follow_up=follow_up)
+            request = replace(request, trust=True)
+    follow_up = follow_up_from_flags(request) if session else None
+    prepared = prepare_solve(request, local, resumed=resumed, task=task, follow_up=follow_up, model_required=False)
+    if request.images and task is None and follow_up is None:
+        raise click.UsageError("--image goes with --issue or --issue-file (in the TUI, paste the image's path "
+                               "into your message)")
+    with_images(prepared, request.images)
+    return run_tui(prepared.config, prepared.model, repo=repo, commit=request.commit, task=prepared.task,
+                   replay=prepared.replay, mode=request.approval_mode, resume=session, follow_up=prepared.follow_up)

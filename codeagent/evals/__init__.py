@@ -1,7 +1,6 @@
 """Batch evaluation: `codeagent eval grade|run|select` over many tasks (a peer of train/: neither imports
 the other; both take tasks from data/ and run work through executors/ and harness/).
 
-    commands.py     the click group: `eval grade`, `eval run`, `eval select`
     tasks.py        a batch's tasks: the data set's selection, marked for their images, pointed at --repos
     predictions.py  the predictions `eval grade --predictions` reads, checked line by line
     prebuild.py     `--prebuild`: every instance image built before any instance starts
@@ -11,4 +10,5 @@ the other; both take tasks from data/ and run work through executors/ and harnes
     progress.py     the progress bar and a line per running instance
     report.py       what a batch prints and writes when it ends (summary.json, the table, the exit status)
     select.py       `eval select`: selection re-run over stored candidates with known outcomes
-"""
+
+The click group `codeagent eval` is cli/eval_commands.py."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import patches
 from ..agent.loop import Agent, RunResult
-from ..agent.run_types import last_reply_text
+from ..agent.run_types import RunOptions, last_reply_text
 from ..config import Config
 from ..events import EventBus
 from ..models import Model, ReplayModel, ScriptedModel, model_from_settings
@@ -158,9 +158,7 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
                history: Callable[[str], None] | None = None, prepared: PreparedHistory | None = None) -> SolveOutcome:
     """One agent run in a new sandbox; with `resume`, that session continues: its patch is applied
     in the new sandbox first and `follow_up` is the next user turn."""
-    agent = Agent(model, config, events=events)
-    agent.interactive = answers
-    agent.fresh_sandbox = resume is None  # made from the snapshot: nothing restored in it
+    agent = Agent(model, config, events=events, interactive=answers)
     with sandbox_factory() as sandbox:
         if check is not None:
             check.wait()
@@ -171,8 +169,9 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
             task = recorded_history(task, given)
         if resume is not None:
             restore_patch(sandbox, resume.patch or "")
-        result = agent.run(task, sandbox, localization=localization, replay=replay, resume=resume,
-                           follow_up=follow_up)
+        result = agent.run(task, sandbox, RunOptions(localization=localization, replay=replay, resume=resume,
+                                                     follow_up=follow_up,
+                                                     fresh_sandbox=resume is None))  # made from the snapshot
     patch_file, moved = keep_patch(Path(result.trajectory_path).with_suffix(".patch"), result.patch)
     return SolveOutcome(result, patch_file, patch_moved=moved)
 

@@ -103,7 +103,7 @@ def retry_failed(task: Task, config: Config, candidates: list[Candidate], sandbo
                  build_model: ModelFactory, events: EventBus) -> bool:
     """Serial scaling: a candidate whose verification failed continues its own trajectory once more
     with the failure as feedback, then is verified again. False when nothing was retried."""
-    from ..agent.loop import Agent
+    from ..agent.loop import Agent, RunOptions
     from .candidates import candidate_config
 
     store = TrajectoryStore(config.trajectory_root())
@@ -116,7 +116,7 @@ def retry_failed(task: Task, config: Config, candidates: list[Candidate], sandbo
         with sandbox_factory() as sandbox:
             restore_patch(sandbox, candidate.patch)
             result = Agent(build_model(own.model.name or ""), own, events=events).run(
-                task, sandbox, resume=store.load(candidate.trajectory_id), follow_up=feedback)
+                task, sandbox, RunOptions(resume=store.load(candidate.trajectory_id), follow_up=feedback))
         candidate.patch, candidate.exit_status = result.patch, result.exit_status
         candidate.details["attempts"] = candidate.details.get("attempts", 1) + 1
         candidate.scores.clear()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..agent.prompts import render
+from ..agent.run_types import RunOptions
 from ..config import Config
 from ..harness import parse_log
 from ..models import Model
@@ -62,7 +63,7 @@ def write_reproduction(task: Task, config: Config, model: Model,
     with sandbox_factory() as sandbox:
         prompt = render("reproduce", config.agent.prompts_dir, problem_statement=task.problem_statement,
                         test_path=TEST_PATH, workdir=sandbox.workdir)
-        result = Agent(model, own).run(task, sandbox, instance_prompt=prompt)
+        result = Agent(model, own).run(task, sandbox, RunOptions(instance_prompt=prompt))
         try:
             source = sandbox.read_file(TEST_PATH).decode("utf-8", errors="replace")
         except FileNotFoundError:
@@ -137,7 +138,7 @@ def _write_in_language(task: Task, config: Config, model: Model, sandbox_factory
     with sandbox_factory() as sandbox:
         prompt = render("reproduce_tests", config.agent.prompts_dir, problem_statement=task.problem_statement,
                         workdir=sandbox.workdir, test_command=human_test_command(found) if found else report.command)
-        result = Agent(model, config).run(task, sandbox, instance_prompt=prompt)
+        result = Agent(model, config).run(task, sandbox, RunOptions(instance_prompt=prompt))
         added = [item.new for item in touched_files(sandbox.diff()) if item.old is None and item.new]
         files = tuple((path, sandbox.read_file(path).decode("utf-8", errors="replace")) for path in added)
     if not files:

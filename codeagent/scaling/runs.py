@@ -67,7 +67,7 @@ class Runner:
             return list(pool.map(self.one, plans))
 
     def one(self, plan: Plan) -> Run:
-        from ..agent.loop import Agent
+        from ..agent.loop import Agent, RunOptions
 
         own = candidate_config(self.config, plan.index)
         sampling = {"temperature": own.model.temperature, "seed": own.model.seed}
@@ -83,9 +83,9 @@ class Runner:
                 if plan.patch:
                     restore_patch(sandbox, plan.patch)
                 prompt = plan.prompt(sandbox) if plan.prompt else None
-                result = Agent(model, own, events=bus).run(
-                    self.task, sandbox, localization=self.localization, group_id=self.group_id,
-                    candidate_index=plan.index, instance_prompt=prompt, prefix=plan.prefix, lineage=lineage)
+                result = Agent(model, own, events=bus).run(self.task, sandbox, RunOptions(
+                    localization=self.localization, group_id=self.group_id, candidate_index=plan.index,
+                    instance_prompt=prompt, prefix=plan.prefix, lineage=lineage))
             candidate = Candidate(instance_id=self.task.instance_id, index=plan.index, patch=result.patch,
                                   trajectory_id=result.trajectory_id, exit_status=result.exit_status, model=model.name,
                                   sampling=sampling, details={"cost": result.cost, "steps": result.steps,

@@ -188,37 +188,8 @@ def toy_demos_command(store_dir: str, count: int) -> None:
     click.echo(f"{len(ids)} demonstrations in {store_dir}")
 
 
-class _TaskFormats(click.Choice):
-    """auto and the formats of codeagent.data's registry, read when first asked for (not by `codeagent --help`)."""
-
-    def __init__(self):
-        super().__init__(())
-
-    @property
-    def choices(self):
-        from ..data import FORMATS
-
-        return ("auto", *FORMATS)
-
-    @choices.setter
-    def choices(self, value):
-        pass
-
-
-@click.command("grade")
-@click.argument("ids", nargs=-1, metavar="[ID]...")
-@click.option("--tasks", default=None, metavar="FILE",
-              help="Tasks with their tests (SWE-bench, SWE-Gym, SWE-smith or R2E-Gym file), matched by instance id; "
-                   "default: the task each run recorded, when it carries its tests.")
-@click.option("--format", "tasks_format", default="auto", show_default=True, type=_TaskFormats())
-@click.option("--instance", default=None, help="Only runs of these instances (shell wildcards).")
-@click.option("--force", is_flag=True, help="Grade runs that already have a verdict again.")
-@click.option("--similarity", default=0.0, show_default=True, type=float,
-              help="Weight of the SWE-RL patch-similarity reward (needs the gold patch).")
-@click.option("--steps", default=0.0, show_default=True, type=float, help="Weight of the G-RA gated step reward.")
-@click.option("--logs", default=None, metavar="DIR", help="Where test logs go (default: STORE/.grading).")
-@click.pass_context
-def grade_command(ctx, ids, tasks, tasks_format, instance, force, similarity, steps, logs) -> None:
+def grade_runs(store_dir: str | None, ids: tuple[str, ...], tasks: str | None, tasks_format: str,
+               instance: str | None, force: bool, similarity: float, steps: float, logs: str | None) -> None:
     """Grade stored runs against their task's tests (the harness) and store verdicts and rewards."""
     import fnmatch
     from pathlib import Path
@@ -228,7 +199,7 @@ def grade_command(ctx, ids, tasks, tasks_format, instance, force, similarity, st
     from .grade import grade_trajectories, load_tasks
     from .recipe import RewardsSection
 
-    store = TrajectoryStore((ctx.obj or {}).get("store_dir"))
+    store = TrajectoryStore(store_dir)
     try:
         known = load_tasks(tasks, tasks_format)
         chosen = [store.load(i) for i in ids] if ids else list(store.iter())

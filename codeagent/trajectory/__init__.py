@@ -6,10 +6,9 @@
     errors.py     TrajectoryError
     export.py     SFT / DPO / RL exports
     sessions.py   sessions to resume
-    commands.py   `codeagent traj ...`
 
-Names are loaded on first access so that importing `codeagent.trajectory.commands` (for the CLI)
-does not import pydantic.
+The `codeagent traj ...` commands are in cli/traj_commands.py. Names are loaded on first access so that
+importing the package (for the CLI) does not import pydantic.
 """
 
 from __future__ import annotations

@@ -72,10 +72,11 @@ class Session:
         self.emit: Callable[[Event], None] = emit or (lambda event: None)
         events = EventBus(self._on_agent_event)
         subscribe_telemetry(events, warn=lambda text: self.notice(text, "warning"))  # CODEAGENT_ENABLE_TELEMETRY=1
+        # interactive: a plain-text reply is an answer, the turn ends, the user replies; keep_tools_open: MCP
+        # servers start with the first turn and end with the session
         self.agent = Agent(model, config, events=events, store=self.store,  # type: ignore[arg-type]  # None: /model picks one
-                           approver=self._approve, warn=lambda text: self.notice(text, "warning"))
-        self.agent.interactive = True  # a plain-text reply is an answer: the turn ends, the user replies
-        self.agent.keep_tools_open = True  # MCP servers start with the first turn and end with the session
+                           approver=self._approve, warn=lambda text: self.notice(text, "warning"),
+                           interactive=True, keep_tools_open=True)
         self.worker = Worker(on_done=lambda: self.emit(SessionChanged()))
         self.slot = SandboxSlot(config, on_change=lambda: self.emit(SessionChanged()), say=self.notice,
                                 warn=lambda text: self.notice(f"warning: {text}", "warning"))
@@ -211,7 +212,7 @@ class Session:
                 return Submitted.CLOSED
             queued = not self.worker.claim()
             if only_tools is not KEEP:
-                self.agent.only_tools = only_tools
+                self.agent.offer_only(only_tools)
             if queued:
                 self.agent.inbox.put(text)
         if queued:
@@ -300,7 +301,7 @@ class Session:
         """normal or plan: told to the model with its next step (ValueError for another word)."""
         if mode not in ("normal", "plan"):
             raise ValueError(f"unknown work mode {mode!r}: normal or plan")
-        self.agent.mode = "plan" if mode == "plan" else "normal"
+        self.agent.set_mode("plan" if mode == "plan" else "normal")
 
     def make_model(self, name: str, api_base: str | None = None) -> Model:
         """The model `/model NAME [--api-base URL]` asks for (not checked, not used yet); without a
@@ -315,7 +316,8 @@ class Session:
         on with it. A name is made into a model first (ModelConfigError for a bad spec)."""
         if isinstance(model, str):
             model = self.make_model(model)
-        self.model = self.agent.model = model
+        self.model = model
+        self.agent.use_model(model)
         self.replay = model.name.startswith("replay:")
         api_base = getattr(model, "api_base", None)
         self.config = self.config.model_copy(update={"model": self.config.model.model_copy(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...agent.run_types import RunOptions
 from ...config import Config
 from ...models import ModelError
 from ...sandbox import SandboxError
@@ -55,11 +56,11 @@ def run_agent(session: SessionParts, follow_up: str | None = None) -> None:
     if state.notes:
         follow_up = "\n\n".join(state.notes + ([follow_up] if follow_up else []))
         state.notes = []
-    session.agent.config = turn_config(session)
+    session.agent.use_config(turn_config(session))
     try:
         task = recorded_history(state.task, session.slot.history) if session.slot.history else state.task
-        result = session.agent.run(task, sandbox, localization=localization, replay=session.replay,
-                                   resume=resume, follow_up=follow_up)
+        result = session.agent.run(task, sandbox, RunOptions(localization=localization, replay=session.replay,
+                                                             resume=resume, follow_up=follow_up))
     except Exception as exc:  # escaped the agent (e.g. the engine lost the container): start afresh
         state.last_status = ExitStatus.SANDBOX_ERROR
         session.slot.drop("failed")

@@ -213,7 +213,7 @@ class Rollouts(RolloutBatch):
         return open_agent_sandbox(task, on_node=on_node, **self._sandbox_options())
 
     def run_one(self, task, policy, group_id: str, index: int, pool=None, store=None) -> Rollout:
-        from ...agent.loop import Agent
+        from ...agent.loop import Agent, RunOptions
         from ...harness import integrity
         from ...harness.env_grade import grade_in_sandbox
         from . import rewards
@@ -225,7 +225,7 @@ class Rollouts(RolloutBatch):
         agent = Agent(policy, self.config, store=store or self.store)  # store: async GRPO's, records the version
         try:
             with self._sandbox(task, pool) as box:
-                result = agent.run(hidden, box, group_id=group_id, candidate_index=index)
+                result = agent.run(hidden, box, RunOptions(group_id=group_id, candidate_index=index))
                 rollout.trajectory_id, rollout.exit_status = result.trajectory_id, result.exit_status
             if grader == "sandbox":  # a fresh sandbox of the same environment: only the patch comes across
                 with self._sandbox(task, pool) as fresh:

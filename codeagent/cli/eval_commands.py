@@ -60,7 +60,7 @@ class _LazyGroup(click.Group):
 
     def get_command(self, ctx, name):
         if name == "select":
-            from .select import select_command
+            from ..evals.select import select_command
 
             return select_command
         return super().get_command(ctx, name)
@@ -83,13 +83,13 @@ def grade(dataset, instances, regex, repo_filter, slice_, repos, workers, output
           image_source, namespace, registry, executor_kind, ray_address, prebuild) -> None:
     """Grade patches: each instance's report lands in OUTPUT/instances/ID/report.json."""
     from ..config import ConfigError, flag_overrides, load_config
+    from ..evals.batch import changed_predictions, grade_batch
+    from ..evals.predictions import check_known, ids_text, model_name, read_predictions
+    from ..evals.progress import with_progress
+    from ..evals.report import environment_defects, finish
+    from ..evals.runner import BatchDir
+    from ..evals.tasks import eval_tasks
     from ..executors.ray_executor import RayUnavailable
-    from .batch import changed_predictions, grade_batch
-    from .predictions import check_known, ids_text, model_name, read_predictions
-    from .progress import with_progress
-    from .report import environment_defects, finish
-    from .runner import BatchDir
-    from .tasks import eval_tasks
 
     if sum(map(bool, (predictions, gold, empty))) != 1:
         raise click.UsageError("give exactly one of --predictions, --gold or --empty")
@@ -137,12 +137,12 @@ def run(dataset, instances, regex, repo_filter, slice_, repos, workers, output, 
         select_policy, budget_tokens) -> None:
     """Run the agent on each task in its own sandbox, then grade its patch. Resumable."""
     from ..config import ConfigError, flag_overrides, load_config
+    from ..evals.batch import run_batch
+    from ..evals.progress import with_progress
+    from ..evals.report import finish
+    from ..evals.tasks import eval_tasks
     from ..executors.ray_executor import RayUnavailable
     from ..models import ModelConfigError
-    from .batch import run_batch
-    from .progress import with_progress
-    from .report import finish
-    from .tasks import eval_tasks
 
     with _errors(ConfigError, ModelConfigError, RayUnavailable):
         overrides = flag_overrides(list(settings), model__name=model_name, model__api_base=api_base,
@@ -180,8 +180,8 @@ def _prebuilt(tasks, executor, wanted: bool):
     those instances fail when graded, as they would have)."""
     if not wanted:
         return executor
-    from .prebuild import prebuild
-    from .predictions import ids_text
+    from ..evals.prebuild import prebuild
+    from ..evals.predictions import ids_text
 
     results = prebuild(tasks, executor)
     built = sum(len(result.get("built", [])) for result in results)

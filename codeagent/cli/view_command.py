@@ -1,4 +1,4 @@
-"""`codeagent view` (click; Starlette and uvicorn are imported inside the command)."""
+"""`codeagent view` (click; the web app, view/app.py, Starlette and uvicorn are imported inside the command)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def view_command(store_dir, evals, training, port) -> None:
     except ImportError:
         raise click.ClickException("the viewer needs Starlette and uvicorn: pip install 'codeagent[view]'") from None
 
-    from .app import create_app
+    from ..view.app import create_app
 
     token = secrets.token_urlsafe(24)
     app = create_app(store_dir, token, [Path(p) for p in evals], [Path(p) for p in training])

@@ -1,4 +1,4 @@
-"""`codeagent acp` (click; the ACP package and the session are imported inside the command)."""
+"""`codeagent acp` (click; the ACP server, acp/server.py, and the session are imported inside the command)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def acp_command(model_name, api_base, approval_mode, sandbox_kind, config_file, 
                                    sandbox__kind=sandbox_kind)
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
-    from .server import serve
+    from ..acp.server import serve
+    from ..run.solve_request import SolveRequest
 
-    asyncio.run(serve(overrides=overrides, config_file=config_file, trust=trust, mode=approval_mode))
+    asyncio.run(serve(SolveRequest(overrides=overrides, config_file=config_file, trust=trust,
+                                   approval_mode=approval_mode)))

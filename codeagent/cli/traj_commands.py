@@ -1,4 +1,5 @@
-"""`codeagent traj ...`: list, show and export stored trajectories.
+"""`codeagent traj ...`: list, show, export and grade stored trajectories (the store, its exports: trajectory/;
+the grading: train/commands.py's `grade_runs`).
 
 Only click is imported at module level so that `codeagent --help` stays instant.
 """
@@ -26,7 +27,7 @@ def _filter_options(command):
 
 
 def _make_filter(instance, model_name, exit_status, resolved, group_id):
-    from .store import TrajectoryFilter
+    from ..trajectory.store import TrajectoryFilter
 
     return TrajectoryFilter(
         instance=instance, model=model_name, exit_status=exit_status, resolved=resolved,
@@ -35,7 +36,7 @@ def _make_filter(instance, model_name, exit_status, resolved, group_id):
 
 
 def _store(ctx: click.Context):
-    from .store import TrajectoryStore
+    from ..trajectory.store import TrajectoryStore
 
     return TrajectoryStore(ctx.obj["store_dir"])
 
@@ -81,7 +82,7 @@ def _console():
 
 def _resolve(store, ref: str) -> str:
     """A trajectory id from the id, a unique prefix, or a unique suffix (the short id the TUI shows)."""
-    from .store import TrajectoryError
+    from ..trajectory.store import TrajectoryError
 
     try:
         return store.resolve(ref)
@@ -158,8 +159,8 @@ def show_command(ctx, trajectory_id: str, max_chars: int) -> None:
 
     from .. import patches
     from ..text import head_tail
+    from ..trajectory.store import TrajectoryError
     from ..visible import visible
-    from .store import TrajectoryError
 
     store = _store(ctx)
     try:
@@ -217,7 +218,7 @@ def show_command(ctx, trajectory_id: str, max_chars: int) -> None:
 def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved, group_id,
                    include_unresolved, max_pairs, allow_flagged, pairs, prefer) -> None:
     """Export trajectories as raw JSONL, or SFT / DPO datasets."""
-    from . import export
+    from ..trajectory import export
 
     store = _store(ctx)
     trajectories = store.list(_make_filter(instance, model_name, exit_status, resolved, group_id))
@@ -250,3 +251,40 @@ def export_command(ctx, fmt, output, instance, model_name, exit_status, resolved
         click.echo(f"left out as positives: {flagged} resolved run(s) the grader flagged (--allow-flagged takes them)",
                    err=True)
     click.echo(f"exported {count} {'rows' if fmt != 'jsonl' else 'trajectories'} to {output}")
+
+
+class _TaskFormats(click.Choice):
+    """auto and the formats of codeagent.data's registry, read when first asked for (not by `codeagent --help`)."""
+
+    def __init__(self):
+        super().__init__(())
+
+    @property
+    def choices(self):
+        from ..data import FORMATS
+
+        return ("auto", *FORMATS)
+
+    @choices.setter
+    def choices(self, value):
+        pass
+
+
+@traj.command("grade")
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--tasks", default=None, metavar="FILE",
+              help="Tasks with their tests (SWE-bench, SWE-Gym, SWE-smith or R2E-Gym file), matched by instance id; "
+                   "default: the task each run recorded, when it carries its tests.")
+@click.option("--format", "tasks_format", default="auto", show_default=True, type=_TaskFormats())
+@click.option("--instance", default=None, help="Only runs of these instances (shell wildcards).")
+@click.option("--force", is_flag=True, help="Grade runs that already have a verdict again.")
+@click.option("--similarity", default=0.0, show_default=True, type=float,
+              help="Weight of the SWE-RL patch-similarity reward (needs the gold patch).")
+@click.option("--steps", default=0.0, show_default=True, type=float, help="Weight of the G-RA gated step reward.")
+@click.option("--logs", default=None, metavar="DIR", help="Where test logs go (default: STORE/.grading).")
+@click.pass_context
+def grade_command(ctx: click.Context, **options) -> None:
+    """Grade stored runs against their task's tests (the harness) and store verdicts and rewards."""
+    from ..train.commands import grade_runs  # the grading (harness, rewards) is the trainer's
+
+    grade_runs((ctx.obj or {}).get("store_dir"), **options)
