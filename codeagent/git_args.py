@@ -12,15 +12,33 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import MutableMapping
 from functools import cache
 
 OBJECT_ID = re.compile(r"[0-9a-f]{4,64}")
+# git's repository-local variables (`git rev-parse --local-env-vars`): set by a hook, `git bisect run`, `git rebase
+# -x` or a shell, they point every git command at that repository instead of the one it names (`git -C repo`,
+# `--git-dir`), so codeagent would read one repository and write its commits into another
+REPOSITORY_ENV = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+                  "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+                  "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+                  "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR", "GIT_NAMESPACE")
 SINCE = {"rev-parse": (2, 30)}  # when each command learned --end-of-options; the others: 2.24
 DEFAULT_SINCE = (2, 24)
 
 
 class GitArgumentError(ValueError):
     """A value that cannot be given to git: it would read as an option, or is not what it claims to be."""
+
+
+def forget_repository_env(environ: MutableMapping[str, str]) -> list[str]:
+    """Remove git's repository-local variables from `environ` (os.environ at the CLI's start): every git
+    command codeagent runs, and every one its local sandbox runs, names its repository itself. Returns the
+    names removed."""
+    found = [name for name in REPOSITORY_ENV if name in environ]
+    for name in found:
+        del environ[name]
+    return found
 
 
 def object_id(value: str, what: str = "object id") -> str:

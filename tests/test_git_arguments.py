@@ -216,3 +216,22 @@ def test_a_clone_source_that_looks_like_an_option_is_a_repository_to_git(tmp_pat
     with pytest.raises(CloneFailed) as failed:
         snapshot("-utouch@x:y")
     assert "upload-pack" not in str(failed.value)
+
+
+def test_git_variables_of_a_hook_or_bisect_never_point_codeagent_at_another_repository(make_repo, tmp_path):
+    """Run from a git hook, `git bisect run` or `git rebase -x`, the environment holds GIT_DIR (and GIT_WORK_TREE):
+    every git command obeys it over `-C repo`. On 0972c8d `sandbox run --repo R` read the other repository's HEAD
+    and committed "codeagent base" into it."""
+    import sys
+
+    repo = make_repo({"a.txt": "mine\n"})
+    other = make_repo({"a.txt": "other\n"})
+    before = git(other, "log", "--format=%H %s", "--all")
+    env = {**os.environ, "GIT_DIR": str(other / ".git"), "GIT_WORK_TREE": str(other),
+           "GIT_INDEX_FILE": str(other / ".git" / "index"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "codeagent.cli", "sandbox", "run", "--kind", "local", "--repo",
+                           str(repo), "cat", "a.txt"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("mine"), proc.stdout + proc.stderr
+    assert git(other, "log", "--format=%H %s", "--all") == before
+    assert git(other, "status", "--porcelain") == ""

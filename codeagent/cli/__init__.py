@@ -18,6 +18,7 @@ if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") =
 import click  # noqa: E402
 
 from .. import __version__  # noqa: E402
+from ..git_args import forget_repository_env  # noqa: E402
 from ..interrupts import forget_handled_interrupt  # noqa: E402
 
 # The exit codes of `codeagent solve` (documented in docs/solve.md): 0 a patch was submitted (and
@@ -132,6 +133,7 @@ def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so sandboxes are 
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    forget_repository_env(os.environ)  # run from a git hook or `git bisect run`: GIT_DIR names another repository
     try:
         interrupts.ready()  # a Ctrl-C never lands inside an import; one held until now is raised here
         cli(prog_name="codeagent")
