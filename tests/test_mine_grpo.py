@@ -47,7 +47,7 @@ def test_a_grpo_step_on_a_mined_task_has_a_gradient(tmp_path, env):
 
     tiny = build_toy_model(tmp_path / "tiny", store, vocab_size=1024)  # its tokenizer knows the demonstrations
     adapter = sft.run(load_recipe("sft-mined-tiny", [f"model.base={tiny}", f"data.store={store}",
-                                                     f"output_dir={tmp_path / 'sft'}", "trainer.max_steps=90"]))
+                                                     f"output_dir={tmp_path / 'sft'}", "trainer.max_steps=150"]))
     merged = merge_adapter(adapter, tmp_path / "merged")
     output = tmp_path / "grpo"
     grpo.run(load_recipe("grpo-mined-tiny", [f"model.base={merged}", f"data.tasks={tasks}", f"output_dir={output}",
