@@ -184,7 +184,7 @@ def test_the_kl_term_takes_the_same_weight_as_the_policy_term(tiny, tmp_path, lo
     options = [f"trainer.loss_type={loss_type}", "trainer.beta=0.1"] + (
         ["trainer.epsilon_high=5.0"] if loss_type == "cispo" else [])
     weighted = _trainer(tiny, tmp_path / "w", options, rollout, _reward)
-    doubled = _trainer(tiny, tmp_path / "d", [*options[:1], "trainer.beta=0.25"], rollout, _reward)
+    doubled = _trainer(tiny, tmp_path / "d", [options[0], "trainer.beta=0.25", *options[2:]], rollout, _reward)
     assert loss(weighted, 1.0) == pytest.approx(loss(weighted, None), rel=1e-6)
     assert loss(weighted, 2.5) == pytest.approx(loss(doubled, None), rel=1e-5)
     assert abs(loss(weighted, 0.0)) < 1e-7
