@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from codeagent.code.languages import Toolchain
+from codeagent.harness.toolchain import detect as toolchain_detect
 from codeagent.harness.toolchain import resolve as env_toolchain
 from codeagent.harness.toolchain.resolve import detect, resolve
 from codeagent.harness.toolchain.test_command import human_test_command
@@ -80,7 +81,7 @@ def test_sandbox_run_has_the_toolchain_and_passes_the_repositorys_tests(tmp_path
 @pytest.mark.usefixtures("no_leaks")
 def test_a_toolchain_that_cannot_be_set_up_says_what_is_missing_and_runs_on_the_base_image(make_repo, monkeypatch):
     broken = Toolchain(name="zig", order=0, detect=("build.zig",), packages=("codeagent-no-such-package",))
-    monkeypatch.setattr(env_toolchain, "toolchains", lambda: (broken,))
+    monkeypatch.setattr(toolchain_detect, "toolchains", lambda: (broken,))
     snap = snapshot(make_repo({"build.zig": ""}))
     environment = resolve(snap)
     assert environment.image is None and environment.missing
