@@ -47,7 +47,7 @@ def finish(reports: list[dict], out: Path, extra: dict, defects: dict[str, str] 
         stderr_console().print(visible(f"patches touching test infrastructure (scored 0 as rewards): "
                                  f"{', '.join(summary['touches_test_infrastructure'])}"), markup=False, highlight=False)
     if summary.get("tamper_evidence"):
-        stderr_console().print(visible(f"test logs that do not match the run codeagent's pytest guard saw (unresolved, "
+        stderr_console().print(visible(f"test logs that do not match the run codeagent's judge saw (unresolved, "
                                  f"scored 0): {', '.join(summary['tamper_evidence'])}"), markup=False, highlight=False)
     if "scaling" in summary:
         scaling = summary["scaling"]
