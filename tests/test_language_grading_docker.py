@@ -25,7 +25,7 @@ from .support.language_tasks import LANGUAGES, make_base
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 DATA = Path(__file__).parent / "data"
-TOOLCHAINS = {"go": "go 1.19", "rust": "rust", "node": "node/npm >=18", "maven": "java/maven 17",
+TOOLCHAINS = {"go": "go 1.19", "rust": "rust", "node": "node/npm >=18", "maven": "java/maven",
               "c": "c/c++/cmake 3.13"}
 
 

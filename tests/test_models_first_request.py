@@ -84,8 +84,9 @@ def test_what_goes_to_litellm_as_before(server):
 
 
 def test_the_first_request_goes_out_before_litellm_is_imported(tmp_path):
-    """In a fresh process: the check, the provider, tool calling and the request itself need no litellm;
-    it is imported meanwhile (here held back until the request has arrived) and puts the reply together."""
+    """In a fresh process: the check, the provider, tool calling, the request and its reply need no litellm (its
+    import, started meanwhile, is held back here until the request has arrived; the light reply does not wait
+    for it, so whether it is done by the end is the thread's business)."""
     code = """
 import json, sys, threading
 from tests.support.fake_server import FakeServer, MESSAGES, completion
@@ -105,9 +106,9 @@ model = LiteLLMModel("openai/test-model", api_base=server.base)
 model.start_light(); model.check()
 assert (model.provider, model.uses_native_tools()) == ("openai", True) and "litellm" not in sys.modules
 response = model.complete(MESSAGES, TOOLS, Sampling())
-print(json.dumps([arrived, response.content, "litellm" in sys.modules, model.provider]))
+print(json.dumps([arrived, response.content, model.provider]))
 server.close()
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.splitlines()[-1]) == [[False], "hi", True, "openai"]
+    assert json.loads(done.stdout.splitlines()[-1]) == [[False], "hi", "openai"]

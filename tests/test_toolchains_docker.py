@@ -68,7 +68,7 @@ def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) ->
 def test_sandbox_run_has_the_toolchain_and_passes_the_repositorys_tests(tmp_path, name, says, version_command,
                                                                           answer):
     repo = toolchain_repo(name, tmp_path)
-    test_command = detect(snapshot(repo)).test_command
+    test_command = human_test_command(detect(snapshot(repo)))
     proc = cli("sandbox", "run", "--repo", str(repo), "--", f"{version_command} && {test_command}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     line = next(line for line in proc.stderr.splitlines() if line.startswith("environment:"))

@@ -12,7 +12,6 @@ from ..models import Model, ModelConfigError
 from ..task import Task
 from ..trajectory.schema import Trajectory
 from .model_check import resolve_model
-from .solve import continue_with_session_model, load_session
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,11 @@ class PreparedSolve:
 
 def find_resumed(request: SolveRequest) -> Trajectory | None:
     """The session the request continues (ValueError-free: TrajectoryError when there is none such)."""
-    return load_session(load_config(None, None), request.session, request.repo) if request.session else None
+    if not request.session:
+        return None
+    from .solve import load_session  # the agent's modules: only to continue a session
+
+    return load_session(load_config(None, None), request.session, request.repo)
 
 
 def prepare_solve(request: SolveRequest, local: str | None, *, resumed: Trajectory | None = None,
@@ -61,6 +64,8 @@ def prepare_solve(request: SolveRequest, local: str | None, *, resumed: Trajecto
     `model_required` is False)."""
     config = load_config(local, request.config_file, request.overrides, trust=request.trust)
     if resumed is not None:
+        from .solve import continue_with_session_model
+
         continue_with_session_model(config, resumed, request.overrides)
     try:
         model, replay = resolve_model(config, request.example)
