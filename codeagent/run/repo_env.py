@@ -1,4 +1,4 @@
-"""The sandbox's image for a user's repository (harness/env_toolchain.py): its devcontainer when the
+"""The sandbox's image for a user's repository (harness/toolchain/resolve.py): its devcontainer when the
 user trusts the repository, else `sandbox.image` when set, else its toolchain, said in one line before
 the sandbox starts."""
 
@@ -36,7 +36,7 @@ def with_repository_environment(config: Config, repo: str, commit: str | None,
 
 def repository_tests(snap: RepoSnapshot):
     """The repository's own tests in their graded form (a TestReport: command, log parser): its toolchain's
-    (harness/env_testcmd.py), else pytest where its files say so; None when neither is found."""
+    (harness/toolchain/test_command.py), else pytest where its files say so; None when neither is found."""
     from ..harness import TestReport, test_report
     from ..scaling.test_command import detect_in_git
 

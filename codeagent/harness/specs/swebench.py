@@ -22,7 +22,7 @@ fails to build; going one minor down only breaks code that needs the newer Pytho
 entries marked `download` (a Python no suite has, fetched with `uv python install`) count only
 when downloads are allowed (`downloads_allowed()`); air-gapped, the fallback above applies.
 
-The other modules: spec_model (the models and image keys), spec_files (reading the data),
+The other modules: model (the models and image keys), files (reading the data),
 spec_overrides (a task's own install config), spec_requirements (requirement files).
 
 How an image builder uses a resolved spec (the order matters):

@@ -11,7 +11,7 @@
 - Make: the `test` target, else `check`. Go, Cargo (its whole workspace), Maven (every module), CMake
   (CTest): languages/*.yaml's commands.
 
-Read from git objects (env_detect.RepoFiles), never from a checkout.
+Read from git objects (detect.RepoFiles), never from a checkout.
 """
 
 from __future__ import annotations
