@@ -23,7 +23,7 @@ entries marked `download` (a Python no suite has, fetched with `uv python instal
 when downloads are allowed (`downloads_allowed()`); air-gapped, the fallback above applies.
 
 The other modules: model (the models and image keys), files (reading the data),
-spec_overrides (a task's own install config), spec_requirements (requirement files).
+overrides (a task's own install config), requirements (requirement files).
 
 How an image builder uses a resolved spec (the order matters):
 
