@@ -48,11 +48,9 @@ def attack_ids() -> list[tuple[str, Path]]:
 def test_a_fake_fix_is_not_resolved_and_the_report_says_why(tasks, lang, attack):
     report = grade(tasks[lang], attack.read_text())
     assert report["outcome"] != "resolved", json.dumps(report, indent=1)[:4000]
-    # a build killed before Maven printed anything sometimes leaves no evidence, only a log with no result
-    # (harness_error: never resolved, but masked in training rather than scored 0: an open weakness, 2026-11-29)
-    killed_early = attack.stem == "kills_maven_and_writes_reports" and report["outcome"] == "harness_error"
-    assert report["tamper_evidence"] or report["touches_test_infrastructure"] or killed_early, \
-        json.dumps(report, indent=1)[:4000]
+    # scored, never masked: a run the attack cut short is the patch's failure, not the harness's
+    assert report["outcome"] in ("unresolved", "patch_apply_failed"), json.dumps(report, indent=1)[:4000]
+    assert report["tamper_evidence"] or report["touches_test_infrastructure"], json.dumps(report, indent=1)[:4000]
 
 
 @pytest.mark.parametrize("lang", ["go", "rust", "node", "maven", "c"])

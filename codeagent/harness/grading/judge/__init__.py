@@ -27,8 +27,9 @@ The parts (each module says what it catches and what it cannot):
 - `files`, in every run: the hidden test files hashed before and after the command (a build that
   rewrites them: CMake's file(WRITE), a procedural macro) (files.py).
 
-Evidence is only looked for where it could change a verdict: a run whose listed tests the log reports
-passing. A detected tamper makes the run `unresolved` with `tamper_evidence` (reward 0, verifier score 0,
+Evidence is mostly looked for where it could change a verdict: a run whose listed tests the log reports
+passing (and a run whose log was cut short, which evidence turns from a masked harness_error into a scored
+failure). A detected tamper makes the run `unresolved` with `tamper_evidence` (reward 0, verifier score 0,
 never an SFT/DPO positive: integrity.reasons), and the report names the observers (`guard`).
 """
 
@@ -212,13 +213,18 @@ def judge_evidence(seen: dict[str, Any], log: str, listed: Sequence[str], exit_c
 
 
 def verdict(graded, seen: dict[str, Any] | None, log: str, listed: Sequence[str]):
-    """The grade with the observers' evidence: unresolved when there is any; unchanged for a run that
-    was not watched or did not complete (it is not resolved then anyway)."""
+    """The grade with the observers' evidence: unresolved when there is any, also for a run whose log was
+    cut short (harness_error: the tampering cut it, so it is the patch's failure, scored, not masked);
+    unchanged for a run that was not watched, timed out or never ran."""
     from ..verdict import Outcome
 
-    if not seen or graded.outcome not in (Outcome.RESOLVED, Outcome.UNRESOLVED):
+    if not seen or graded.outcome not in (Outcome.RESOLVED, Outcome.UNRESOLVED, Outcome.HARNESS_ERROR):
         return graded
     found = judge_evidence(seen, log, listed, graded.exit_code)
+    if graded.outcome is Outcome.HARNESS_ERROR:
+        return graded if not found else graded.model_copy(update={
+            "guard": ", ".join(seen), "tamper_evidence": found, "outcome": Outcome.UNRESOLVED,
+            "reason": "the test run was cut short by the code under test: " + "; ".join(found[:3])})
     doubts = judge_evidence(seen, log, listed, graded.exit_code, kind="doubts")
     update: dict[str, Any] = {"guard": ", ".join(seen)}
     if found:

@@ -11,11 +11,12 @@ in the patch, or written by the fork itself). So:
   reads only what this run wrote (a shipped report is also flagged as test infrastructure: integrity.py);
 - `mvn` is, first on PATH, languages/judge/mvn_wrapper.sh: it records that each Maven run started and
   how it ended;
+- evidence, whatever the log says: a Maven run never ended or was killed by a signal (the test JVM
+  killed its parents: a dead Maven prints no failure, and what the log then says was printed, or the
+  reports written, by the tests themselves; a log cut short by it is the code's doing, not the harness's);
 - evidence, when the log reports a listed test passing: Maven says the test JVM died without saying
-  goodbye (its "Crashed tests"), Maven's own summary names as failing a listed test the log reports
-  passing (a report written over the real one), or a Maven run never ended or was killed by a signal
-  (the test JVM killed its parents: a dead Maven prints no failure, and what the log then says was
-  printed, or the reports written, by the tests themselves).
+  goodbye (its "Crashed tests"), or Maven's own summary names as failing a listed test the log reports
+  passing (a report written over the real one).
 
 Not caught: code that knows Surefire's reports and writes a passing one after Surefire's, while
 Maven's summary is kept quiet (a fork that tells Surefire its test passed, speaking its protocol);
@@ -64,12 +65,14 @@ class ReportsObserver:
         return {"parser": context.log_parser, "moved": moved.splitlines()[:100], "builds": builds.splitlines()[:200]}
 
     def evidence(self, seen: dict[str, Any], log: str, listed: Sequence[str], exit_code: int | None) -> list[str]:
+        # a build its tests killed is evidence whatever the log says: the run that should have told the results
+        # was cut by the code under test (a log with no result then must not read as a harness failure)
+        found = [problem for problem in map(_build_problem, seen.get("builds") or []) if problem][:3]
         statuses = parse_log(seen.get("parser") or "junit_xml", log)
         passing = [test for test in listed if statuses.get(test) in PASSING or statuses.get(test) == "SKIPPED"]
         if not passing:
-            return []
+            return found
         lines = [_ANSI.sub("", line) for line in log.splitlines()]
-        found = [problem for problem in map(_build_problem, seen.get("builds") or []) if problem][:3]
         if any(_DIED.search(line) for line in lines):
             crashed = _crashed(lines)
             found.append("the test JVM ended without saying goodbye to Surefire (System.exit or halt in the code "
