@@ -306,10 +306,28 @@ def test_objective_options_reach_trl_as_recipe_options(tiny):
     assert args.scale_rewards == "none" and args.loss_type == "dr_grpo"
 
 
+def first_turn_tool_call(model_dir: Path, demos: Path, tasks: list) -> dict[str, float]:
+    """{task: the policy's probability of opening its first turn with <tool_call>}, on the first prompt of a
+    demonstration with the task's issue in place of the demonstrated one."""
+    import torch
+
+    from codeagent.models.hf import HFModel
+    from codeagent.trajectory.store import TrajectoryStore
+
+    policy = HFModel.load(str(model_dir))
+    demo = next(iter(TrajectoryStore(demos).iter()))
+    opening = policy.tokenizer.convert_tokens_to_ids("<tool_call>")
+    found = {}
+    for task in tasks:
+        messages = [{**message, "content": str(message.get("content") or "").replace(
+            demo.task["problem_statement"], task.problem_statement)} for message in demo.messages[:demo.steps[0].first_message]]
+        with torch.no_grad():
+            logits = policy.model(torch.tensor([policy.prompt_ids(messages, demo.tools)])).logits[0, -1]
+        found[task.instance_id] = round(logits.softmax(-1)[opening].item(), 4)
+    return found
+
+
 @pytest.mark.timeout(1800)  # demonstrations, SFT and three async steps, each rollout a Docker run
-@pytest.mark.xfail(strict=False, reason="open regression (2026-11-29, see the issue 40 note): the toy policy SFT-ed by "
-                   "sft-tiny-toy now answers its first turn without the opening <tool_call> (p=0.97 for the JSON), so "
-                   "every rollout is a format error and no token is trained; its SFT rows do start with <tool_call>")
 def test_the_shipped_async_recipe_trains_sampled_tokens_with_versioned_rollouts_in_docker(tmp_path, no_leaks):
     """train/grpo-tiny-async.yaml as shipped (paths and the number of steps aside), from the start its chain makes
     (toy demonstrations, `train tiny --toy-store`, sft-tiny-toy, merged), on CPU with the Docker toy tasks.
@@ -331,11 +349,15 @@ def test_the_shipped_async_recipe_trains_sampled_tokens_with_versioned_rollouts_
 
     torch.set_num_threads(1)
     demos = tmp_path / "demos"
-    assert len(record_demonstrations(demos, tasks=toy_tasks(1), workers=2)) == 4
+    assert len(record_demonstrations(demos, tasks=toy_tasks(), workers=2)) == 4 * len(toy_tasks())
     base = build_toy_model(tmp_path / "tiny", demos, vocab_size=1024)
     adapter = sft.run(load_recipe("sft-tiny-toy", [f"model.base={base}", f"data.store={demos}",
                                                    f"output_dir={tmp_path / 'sft'}"]))
     merged = merge_adapter(adapter, tmp_path / "merged")
+    # the policy opens the first turn of every task it will roll out on with a tool call (SFT-ed on the first
+    # task alone it answered the others with bare JSON: every rollout a format error, nothing trained)
+    opening = first_turn_tool_call(merged, demos, toy_tasks())
+    assert min(opening.values()) > 0.5, opening
 
     out, rollouts_dir = tmp_path / "out", tmp_path / "rollouts"
     run = load_recipe("grpo-tiny-async", [f"model.base={merged}", f"output_dir={out}", f"rollout.store={rollouts_dir}",

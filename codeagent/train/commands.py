@@ -176,10 +176,11 @@ def tiny_command(output_dir: str, vocab: int, toy_store: str | None) -> None:
 
 @train_group.command("toy-demos")
 @click.argument("store_dir")
-@click.option("--tasks", "count", default=1, show_default=True, type=click.IntRange(min=1),
-              help="How many of the toy family's tasks (evals/toy/family.yaml) to demonstrate.")
-def toy_demos_command(store_dir: str, count: int) -> None:
-    """Record scripted runs of every candidate edit of the first toy tasks, graded by their hidden tests, into
+@click.option("--tasks", "count", default=None, type=click.IntRange(min=1),
+              help="How many of the toy family's tasks (evals/toy/family.yaml) to demonstrate  [default: all: a "
+                   "policy SFT-ed on fewer does not open the other tasks' turns with a tool call]")
+def toy_demos_command(store_dir: str, count: int | None) -> None:
+    """Record scripted runs of every candidate edit of the toy tasks, graded by their hidden tests, into
     STORE_DIR (one in four is right): what sft-tiny-toy trains the tiny model on (needs Docker)."""
     from ..data.toy import toy_tasks
     from .toy import record_demonstrations
