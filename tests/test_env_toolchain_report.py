@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from codeagent.code.languages import toolchains
 from codeagent.harness.logs.parsers import PARSERS
+from codeagent.harness.specs.toolchains import toolchains
 from codeagent.harness.toolchain.resolve import TestReport, test_report
 from codeagent.sandbox import snapshot
 

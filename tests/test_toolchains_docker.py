@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codeagent.code.languages import Toolchain
+from codeagent.harness.specs.toolchains import Toolchain
 from codeagent.harness.toolchain import detect as toolchain_detect
 from codeagent.harness.toolchain import resolve as env_toolchain
 from codeagent.harness.toolchain.resolve import detect, resolve

@@ -127,7 +127,7 @@ def language_dir() -> Path:
 
 
 def known_languages() -> list[str]:
-    from ...code.languages import toolchains
+    from .toolchains import toolchains
 
     return [tool.name for tool in toolchains()]
 

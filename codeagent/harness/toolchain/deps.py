@@ -32,9 +32,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...code.languages import Toolchain
 from ...sandbox.workspace import INSTALLED, RepoSnapshot
 from ..layers.layer import Layer
+from ..specs.toolchains import Toolchain
 from .detect import Detected, RepoFiles
 
 APT = ("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "

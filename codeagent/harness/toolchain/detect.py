@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-from ...code.languages import LANGUAGES, Toolchain, Variant, VersionRule, toolchains
+from ...code.languages import LANGUAGES
 from ...git_args import end_of_options
 from ...sandbox.workspace import RepoSnapshot
+from ..specs.toolchains import Toolchain, Variant, VersionRule, toolchains
 
 MAX_FILE = 1 << 20
 PYTHON = "python"

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...code.languages import toolchains
 from ...sandbox.workspace import ENVIRONMENT_NOTE, RepoSnapshot, snapshot
 from ...task import Task
 from ..layers.layer import Layer, LayerBuildError, LayerNeeds, build_layer, image_notes
 from ..layers.python_env import ENVIRONMENT_COMMIT, base_image, layer_tag
 from ..specs.languages import LanguageSpec
+from ..specs.toolchains import toolchains
 from .deps import APT, LEAN, build_script, fetch_step, missing_in, toolchain_layer, with_missing
 from .detect import Detected, RepoFiles, detect_all, stated, variant_of
 from .test_command import human_test_command

@@ -21,8 +21,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from ...code.languages import ReportRecipe, Runner
 from ...sandbox.workspace import RepoSnapshot
+from ..specs.toolchains import ReportRecipe, Runner
 from .detect import Detected, RepoFiles, detect
 
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
