@@ -114,3 +114,35 @@ def test_a_token_budget_and_a_stop_end_the_method(task, tmp_path):
     assert len(result.candidates) == 1 and result.budget["spent_tokens"] >= 1  # one run: its cost was not known
     done = [e for e in events if isinstance(e, SearchProgress) and e.done]
     assert "the budget of 1 generated tokens is spent" in done[0].note
+
+
+def test_evolution_goes_on_from_its_frontier_with_a_new_budget(task, tmp_path):
+    """`/candidates more`: the result's frontier, given back with another budget, runs the next round from
+    the best so far; selection is among every candidate of both calls."""
+    config = configured(tmp_path, tts="evolve", candidates=2, population=2, parents=1, max_parallel=2)
+    first = scale(task, config, factory(task), model_factory=learns_from_feedback())
+    assert [c.round for c in first.candidates] == [0, 0] and all(fixes_wrongly(c) for c in first.candidates)
+    events: list = []
+    more = scale(task, config, factory(task), model_factory=learns_from_feedback(), resume=first.frontier,
+                 events=EventBus(events.append))
+    by_index = {c.index: c for c in more.candidates}
+    assert sorted(by_index) == [0, 1, 2, 3] and [by_index[i].round for i in (2, 3)] == [1, 1]
+    assert by_index[2].parents == [0] and "raise ValueError(sku)" in by_index[2].patch
+    assert more.chosen.index in (2, 3) and set(more.selection.ranking) >= {0, 2}
+    assert [e.round for e in events if isinstance(e, SearchProgress)] == [1, -1]  # no round 0 again
+    with pytest.raises(ValueError, match="cannot go on with 'search'"):
+        scale(task, configured(tmp_path, tts="search", candidates=1), factory(task),
+              model_factory=learns_from_feedback(), resume=more.frontier)
+
+
+def test_search_goes_on_expanding_the_same_tree(task, tmp_path):
+    config = configured(tmp_path, tts="search", candidates=2, max_parallel=1)
+    first = scale(task, config, factory(task), model_factory=wrong_then_right())
+    states = len(first.frontier.tree)
+    assert len(first.candidates) == 2 and states > 1
+    more = scale(task, configured(tmp_path, tts="search", candidates=1, max_parallel=1), factory(task),
+                 model_factory=wrong_then_right(), resume=first.frontier)
+    branch = {c.index: c for c in more.candidates}[2]
+    # the third run is the one the first call would have made: a branch from the better run's recorded state
+    assert branch.parents == [1] and branch.details["branch"]["from_candidate"] == 1
+    assert more.frontier.tree[:states] == first.frontier.tree[:states] and more.selection.chosen == 1

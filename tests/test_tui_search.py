@@ -54,3 +54,34 @@ async def test_the_panel_follows_evolution_ctrl_c_stops_it_and_pick_chooses(make
         await until(pilot, lambda: "+    return b - a" in session.patch and not session.busy, what="the pick")
         assert app.diff.patch == session.patch
         await quit_app(pilot, session)
+
+
+@sync
+async def test_candidates_more_goes_on_from_where_the_method_stopped(make_repo, tmp_path):
+    """/candidates more: evolution's next rounds, shown the best so far, under another budget; the selection is
+    among every candidate (the votes of the new rounds decide a tie of the first)."""
+    repo = make_repo(FILES)
+    config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
+                    scaling={"tts": "evolve", "candidates": 2, "population": 1, "parents": 1, "max_parallel": 1,
+                             "verifiers": [], "policy": "vote"})
+    session = Session(config, evolving_model(), repo=str(repo), mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
+    app = CodeagentApp(session)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await send(pilot, "/candidates more")
+        await until(pilot, lambda: "no candidates to go on from" in screen_text(app), what="the refusal")
+        await type_line(pilot, "add() subtracts")
+        await until(pilot, lambda: session.trajectory_id and not session.busy and len(session.state.candidates) == 2,
+                    timeout=120, what="the first selection")
+        first_rounds = sorted(c.round for c in session.state.candidates.values())
+        assert first_rounds == [0, 1]
+        await send(pilot, "/candidates more")
+        await until(pilot, lambda: "Going on from the 2 candidates so far" in screen_text(app), what="the notice")
+        await until(pilot, lambda: len(session.state.candidates) == 4 and not session.busy
+                    and app.search.progress is not None and app.search.progress.done, timeout=180,
+                    what="two more rounds and the selection")
+        await pilot.pause(0.2)
+        later = [session.state.candidates[i] for i in (2, 3)]
+        assert [c.round for c in later] == [2, 3] and all(c.parents for c in later)
+        assert all("a + b" in c.patch for c in later)
+        await until(pilot, lambda: "+    return a + b" in session.patch, what="the new selection")
+        await quit_app(pilot, session)

@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import patches
 from ..agent.loop import Agent, RunResult
@@ -28,6 +29,9 @@ from ..trajectory.store import TrajectoryError, TrajectoryStore
 from .history import PreparedHistory, give_history, sealed_history
 from .model_check import ModelCheck, model_check_running, preflight, resolve_model
 from .skill_mounts import with_skill_folders
+
+if TYPE_CHECKING:
+    from ..scaling.methods import Frontier
 
 __all__ = ["ModelCheck", "SolveOutcome", "model_check_running", "preflight", "resolve_model", "solve"]
 
@@ -117,7 +121,8 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
           resume: Trajectory | None = None, follow_up: str | None = None,
           sandbox_factory: SandboxFactory | None = None, localize: bool = True,
           answers: bool = False, check: ModelCheck | None = None,
-          history: Callable[[str], None] | None = None, budget: Budget | None = None) -> SolveOutcome:
+          history: Callable[[str], None] | None = None, budget: Budget | None = None,
+          more_of: Frontier | None = None) -> SolveOutcome:
     """Solve the task: one agent run, or config.scaling.candidates runs verified and one selected.
     `sandbox_factory` opens each sandbox (default: from config.sandbox on the task's repository);
     with candidates, through a warm pool of it. `answers`: someone reads the reply (`solve`, not a
@@ -125,7 +130,9 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
     `check`: the model's check, started earlier (default: started now); the first sandbox starts while it
     runs, and is removed if the check fails. `history(line)`: one run gets the repository's history in its
     sandbox (run/history.py) and the line says what was given; None (eval, training): sealed. `budget`: the
-    candidates' (default: from config.scaling); `budget.stop()` from another thread ends the method early."""
+    candidates' (default: from config.scaling); `budget.stop()` from another thread ends the method early.
+    `more_of`: an earlier candidates outcome's frontier (`outcome.scaling.frontier`): its method goes on from
+    there under `budget`, and one is selected among the earlier candidates and the new."""
     events = events or EventBus()
     check = check or ModelCheck(model)
     prepared = None
@@ -145,7 +152,7 @@ def solve(task: Task, config: Config, model: Model, events: EventBus | None = No
             hint = localization_hint(task, config) if localize else ""
             check.wait()
             return _solve_candidates(task, config, model, events, pool, replay=replay, localization=hint,
-                                     budget=budget)
+                                     budget=budget, more_of=more_of)
     hint = localization_hint(task, config) if localize and resume is None else ""
     return _solve_one(task, config, model, events, sandbox_factory, replay=replay, resume=resume,
                       follow_up=follow_up, localization=hint, answers=answers, check=check, history=history,
@@ -201,7 +208,7 @@ def load_session(config: Config, session: str, repo: str) -> Trajectory:
 
 def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus,
                       sandbox_factory: SandboxFactory, *, replay: bool, localization: str,
-                      budget: Budget | None = None) -> SolveOutcome:
+                      budget: Budget | None = None, more_of: Frontier | None = None) -> SolveOutcome:
     """config.scaling.candidates agent runs in parallel sandboxes; verifiers; the chosen patch."""
     if replay:  # a recording cannot write tests or judge: only the test suite verifies
         config = config.model_copy(update={"scaling": config.scaling.model_copy(update={"verifiers": ["regression"]})})
@@ -214,7 +221,7 @@ def _solve_candidates(task: Task, config: Config, model: Model, events: EventBus
         return model  # weights in this process (a local HF model) are shared: it serializes generation
 
     result = scale(task, config, sandbox_factory, events=events, model_factory=build_model, localization=localization,
-                   budget=budget)
+                   budget=budget, resume=more_of)
     chosen = result.chosen
     store = TrajectoryStore(config.trajectory_root())
     if chosen is None:

@@ -8,7 +8,8 @@ the configured selection policy over every candidate so far, so a parent stays u
 judging). A round's candidates record their parents (Candidate.parents, the trajectory's `parents`).
 
 It stops when the budget is spent (the last round may be smaller), when the user stops it, or when
-`scaling.agree` independent candidates agree on a patch that passes (methods.agreement).
+`scaling.agree` independent candidates agree on a patch that passes (methods.agreement). Given its frontier
+back with a new budget, it goes on with its next round, parents chosen among every candidate so far.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..agent.prompts import render
-from .methods import Scaling, agreement, independent, key
+from .methods import Frontier, Scaling, agreement, independent, key
 from .runs import Plan
 from .selection import select
 from .summaries import PATCH_CHARS, feedback
@@ -28,11 +29,11 @@ if TYPE_CHECKING:
     from ..sandbox import Sandbox
 
 
-def evolve(scaling: Scaling) -> list[Candidate]:
+def evolve(scaling: Scaling, frontier: Frontier) -> None:
     settings = scaling.config.scaling
-    pool: list[Candidate] = []
-    round_ = 0
+    pool = frontier.pool
     while granted := scaling.budget.allow(settings.population):
+        round_ = frontier.round
         parents = elites(pool, settings.parents, settings.policy, settings.top_k) if round_ else []
         prompt = evolution_prompt(scaling, parents, pool) if parents else None
         plans = [Plan(index=len(pool) + i, round=round_, parents=parents, prompt=prompt) for i in range(granted)]
@@ -43,10 +44,9 @@ def evolve(scaling: Scaling) -> list[Candidate]:
         shown = ", ".join(str(parent.index) for parent in parents)
         scaling.progress(round_, why or (f"round {round_}: {len(new)} run(s) shown candidates {shown}" if parents
                                          else f"round {round_}: {len(new)} run(s) from the issue"), pool)
-        round_ += 1
+        frontier.round += 1
         if why:
             break
-    return pool
 
 
 def elites(pool: list[Candidate], count: int, policy: str, top_k: int | None = 3) -> list[Candidate]:

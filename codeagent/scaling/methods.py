@@ -1,4 +1,4 @@
-"""The test-time scaling methods behind one signature, `method(scaling) -> candidates`, all under one budget:
+"""The test-time scaling methods behind one signature, `method(scaling, frontier)`, all under one budget:
 
     sample   N runs side by side from the issue (best-of-N; the budget says how many)
     evolve   rounds, each conditioned on the best candidates of the rounds before (evolve.py)
@@ -9,6 +9,10 @@ its progress (`SearchProgress`) and stops when the budget is spent, when the use
 (`Budget.stop`), or early when `scaling.agree` independent candidates agree on a patch that passes.
 Selection (selection.py, tournament.py) then picks one among all of them.
 
+A method grows a `Frontier` (its candidates, the next round, search's tree) and can be given it back with a
+new budget to go on where it stopped (`/candidates more`): sampling samples more, evolution runs its next
+rounds from the best so far, search expands the same tree.
+
 `values` is the common scalar every method and the progress report use: the mean of a candidate's
 verifier scores and the share of independent candidates that wrote the same patch.
 """
@@ -17,7 +21,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import Config
 from ..events import EventBus
@@ -59,6 +64,16 @@ class Scaling:
                                         budget=self.budget.snapshot(), done=done))
 
 
+@dataclass
+class Frontier:
+    """Where a method is: its candidates so far, its next round (or wave), and search's tree of states."""
+
+    method: str
+    pool: list[Candidate] = field(default_factory=list)
+    round: int = 0
+    tree: list[Any] = field(default_factory=list)
+
+
 def key(candidate: Candidate) -> str | None:
     """The class of its patch: the normalized key when votes computed one, else the diff text's."""
     return candidate.details.get("normalized") or diff_key(candidate.patch)
@@ -98,25 +113,24 @@ def agreement(pool: list[Candidate], need: int) -> str:
     return ""
 
 
-def sample(scaling: Scaling) -> list[Candidate]:
+def sample(scaling: Scaling, frontier: Frontier) -> None:
     """Best-of-N: runs from the issue, max_parallel at a time, while the budget lasts. Verified once at the
-    end (the harness picks the relevant tests from all the patches), or after each wave when early stopping
-    on agreement is on."""
-    pool: list[Candidate] = []
-    wave, agree = 0, scaling.config.scaling.agree
+    end (the harness picks the relevant tests from all the new patches), or after each wave when early
+    stopping on agreement is on."""
+    pool, known = frontier.pool, len(frontier.pool)
+    agree = scaling.config.scaling.agree
     while granted := scaling.budget.allow(scaling.config.scaling.max_parallel):
         new = [run.candidate for run in scaling.runner.run([Plan(index=len(pool) + i) for i in range(granted)])]
         pool += new
         if agree:
             scaling.verify(new)
         why = agreement(pool, agree)
-        scaling.progress(wave, why or f"{len(new)} run(s) sampled", pool)
-        wave += 1
+        scaling.progress(frontier.round, why or f"{len(new)} run(s) sampled", pool)
+        frontier.round += 1
         if why:
             break
     if not agree:
-        scaling.verify(pool)
-    return pool
+        scaling.verify(pool[known:])
 
 
 def choosable(pool: list[Candidate]) -> list[Candidate]:

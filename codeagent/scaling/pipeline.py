@@ -29,6 +29,7 @@ class ScalingResult:
     candidates: list[Candidate]
     selection: Selection
     budget: dict[str, Any] = field(default_factory=dict)  # Budget.snapshot() at the end
+    frontier: Any = None  # methods.Frontier: give it back to `scale` (resume=) to go on with a new budget
 
     @property
     def chosen(self) -> Candidate | None:
@@ -37,13 +38,14 @@ class ScalingResult:
 
 def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events: EventBus | None = None,
           model_factory: ModelFactory | None = None, localization: str = "",
-          budget: Budget | None = None) -> ScalingResult:
+          budget: Budget | None = None, resume: Any = None) -> ScalingResult:
     """Candidates by config.scaling.tts under `budget` (default: from config.scaling; `Budget.stop` from
-    another thread ends the method early), verified, one selected by config.scaling.policy."""
+    another thread ends the method early), verified, one selected by config.scaling.policy. `resume`: an
+    earlier result's frontier, which the method goes on from (its candidates are selected among too)."""
     from ..patches.base import git_reader
     from ..sandbox.workspace import snapshot
     from .evolve import evolve
-    from .methods import Scaling, choosable, sample, values
+    from .methods import Frontier, Scaling, choosable, sample, values
     from .runs import Runner
     from .search import search
     from .selection import select
@@ -59,16 +61,21 @@ def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events
     runner = Runner(task, config, sandbox_factory, plain, budget, events, method=config.scaling.tts,
                     localization=localization)
     scaling = Scaling(task, config, runner, Verifier(task, config, sandbox_factory, build_model), budget, events)
-    candidates = {"sample": sample, "evolve": evolve, "search": search}[config.scaling.tts](scaling)
+    frontier = resume or Frontier(config.scaling.tts)
+    if frontier.method != config.scaling.tts:
+        raise ValueError(f"cannot go on with {config.scaling.tts!r} from where {frontier.method!r} stopped")
+    known = len(frontier.pool)
+    {"sample": sample, "evolve": evolve, "search": search}[config.scaling.tts](scaling, frontier)
+    candidates, new = frontier.pool, frontier.pool[known:]
     scaling.finished(candidates)
     if config.scaling.tts == "sample":
         for _attempt in range(max(0, config.scaling.attempts - 1)):
-            if not retry_failed(task, config, candidates, sandbox_factory, build_model, events):
+            if not retry_failed(task, config, new, sandbox_factory, build_model, events):
                 break
     worth = values(candidates)
     store = TrajectoryStore(config.trajectory_root())
     for candidate in candidates:
-        if candidate.trajectory_id:
+        if candidate.trajectory_id:  # all of them: the votes of the earlier ones moved with the new
             try:
                 store.add_verification(candidate.trajectory_id, {"scores": candidate.scores, "value": worth[candidate.index],
                                                                  "verifier_details": candidate.details})
@@ -88,7 +95,7 @@ def scale(task: Task, config: Config, sandbox_factory: SandboxFactory, *, events
                        top_k=config.scaling.top_k, pair_judge=pair_judge, issue=task.problem_statement)
     events.emit(SelectionMade(policy=selection.policy, chosen=selection.chosen, ranking=selection.ranking,
                               votes=selection.votes, why=selection.why))
-    return ScalingResult(candidates, selection, budget.snapshot())
+    return ScalingResult(candidates, selection, budget.snapshot(), frontier)
 
 
 def verify(task: Task, config: Config, candidates: list[Candidate], sandbox_factory: SandboxFactory,

@@ -13,6 +13,7 @@ fresh sandbox with the node's patch restored, whatever the run did after that po
 verified; a node's value is the mean value (methods.values: verifier scores and votes) of the leaves below
 it, recomputed every wave because votes move. A branch that ends with the very patch it started from
 decided nothing: its leaf does not vote (`details["inherited"]`) and its node is not expanded again.
+The tree is kept in the method's frontier: given back with a new budget, the search expands the same tree.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..trajectory.store import TrajectoryError, TrajectoryStore
-from .methods import Scaling, agreement, values
+from .methods import Frontier, Scaling, agreement, values
 from .normalize import diff_key
 from .runs import Plan, Run
 from .types import Candidate
@@ -46,14 +47,15 @@ class Node:
         return chain
 
 
-def search(scaling: Scaling) -> list[Candidate]:
+def search(scaling: Scaling, frontier: Frontier) -> None:
     settings = scaling.config.scaling
     store = TrajectoryStore(scaling.config.trajectory_root())
-    root = Node(0)
-    nodes = [root]
-    pool: list[Candidate] = []
-    wave = 0
+    if not frontier.tree:
+        frontier.tree.append(Node(0))
+    nodes, pool = frontier.tree, frontier.pool
+    root = nodes[0]
     while granted := scaling.budget.allow(settings.max_parallel):
+        wave = frontier.round
         worth = values(pool)
         picks = []
         for _ in range(granted):
@@ -72,10 +74,9 @@ def search(scaling: Scaling) -> list[Candidate]:
         where = ", ".join("the issue" if node is root else f"candidate {node.source.index if node.source else '?'} "
                           f"at message {node.messages}" for node in picks)
         scaling.progress(wave, why or f"wave {wave}: expanded {where}", pool)
-        wave += 1
+        frontier.round += 1
         if why:
             break
-    return pool
 
 
 def pick(nodes: list[Node], worth: dict[int, float], exploration: float) -> Node:

@@ -69,7 +69,7 @@ class SearchPanel(Static):
             lines.append(Text(f"selected: {self.why}", style="dim"))
         elif not progress.done:
             lines.append(Text("Ctrl-C stops (the runs in flight finish, then one is selected) · /candidates pick N "
-                              "afterwards chooses another", style="dim"))
+                              "afterwards chooses another · /candidates more goes on", style="dim"))
         return lines
 
     def reset(self) -> None:

@@ -157,7 +157,8 @@ class SlashCommands(App[int]):
         self.session.compact()
 
     def _command_candidates(self, argument: str) -> None:
-        """No argument: a picker of the candidates, each opening its patch; `pick N` chooses N."""
+        """No argument: a picker of the candidates, each opening its patch; `pick N` chooses N; `more` has the
+        method go on with another budget."""
         words = argument.split()
         if words[:1] == ["pick"]:
             if len(words) != 2 or not words[1].isdigit():
@@ -165,8 +166,13 @@ class SlashCommands(App[int]):
                 return
             self.session.pick_candidate(int(words[1]))
             return
+        if argument == "more":
+            self.search.reset()  # the method's panel follows it again from where it stopped
+            self.session.more_candidates()
+            return
         if argument:
-            self.transcript.add_notice(f"/candidates {argument}: say /candidates or /candidates pick N.", "warning")
+            self.transcript.add_notice(f"/candidates {argument}: say /candidates, /candidates pick N or /candidates more.",
+                                       "warning")
             return
         self.candidates.add_class("-shown")
         self.candidates.refresh_table()

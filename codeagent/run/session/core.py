@@ -288,6 +288,10 @@ class Session:
         """Make candidate `index` the session's run and patch (candidates.pick)."""
         return self._try_launch("/candidates pick", candidates.pick, self, index)
 
+    def more_candidates(self) -> bool:
+        """Have the candidates' method go on from where it stopped with another budget (candidates.run_candidates)."""
+        return self._try_launch("/candidates more", candidates.run_candidates, self, True)
+
     def clear(self) -> bool:
         """Forget the current task and close its sandbox; the next message starts a new task."""
         return self._try_launch("/clear", jobs.clear, self)

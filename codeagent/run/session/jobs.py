@@ -108,6 +108,7 @@ def clear(session: SessionParts) -> None:
     state.task = state.last_status = None
     state.set_run(None, None)
     state.candidates = {}
+    state.frontier = None
     state.reset()
     while not session.agent.inbox.empty():
         session.agent.inbox.get_nowait()

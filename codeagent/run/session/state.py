@@ -13,6 +13,7 @@ from .patch_history import PatchHistory
 from .stats import Stats
 
 if TYPE_CHECKING:
+    from ...scaling.methods import Frontier
     from ...scaling.types import Candidate
     from ...task import Task
 
@@ -42,6 +43,7 @@ class SessionState:
     scaling: bool = False  # sampling several candidates (config.scaling.candidates > 1), first turn only
     candidate_runs: set[str] = field(default_factory=set)  # their run ids (a client shows one of them live)
     candidates: dict[int, Candidate] = field(default_factory=dict)  # index -> scored candidate (patch, scores)
+    frontier: Frontier | None = None  # where the candidates' method stopped (scaling.methods.Frontier): /candidates more
     ran_agent: bool = False  # the job in flight ran the agent (a queued message may then continue it)
 
     @property
