@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "apply": ("[PATH]", "apply the patch to your working tree (or PATH)"),
     "cost": ("", "tokens, cost and steps so far"),
     "compact": ("", "summarize the conversation to free context"),
-    "candidates": ("[pick N | more]", "open each candidate's patch, choose one, or go on with another budget"),
+    "candidates": ("[pick N|more]", "a candidate's patch, choose one, or go on (more)"),
     "resume": ("[ID|last]", "list saved sessions, or continue one"),
     "rules": ("[remove N]", "list the saved allow-rules, or drop one"),
     "clear": ("", "forget this task (it stays saved); start anew"),
