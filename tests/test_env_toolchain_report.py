@@ -86,6 +86,19 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
      "NODE_OPTIONS=--test-reporter=tap pnpm exec bnt --coverage 100", "tap"),
     ({"package.json": package({"test": "tap run --allow-empty-coverage --timeout=60000"})},
      "npx --no-install tap --reporter=tap --allow-empty-coverage --timeout=60000", "tap"),
+    # mocha among the dependencies, started by the project's own script (node-fs-extra's `nyc node test.js`), its
+    # tests outside mocha's default test/*.js: given globs of them, by top folder
+    ({"package.json": package({"test": "npm run unit", "unit": "nyc node test.js"}, {"mocha": "10", "nyc": "15"}),
+      "test.js": "const Mocha = require('mocha')\n", "test/readme.md": "",
+      "lib/copy/__tests__/copy.test.js": "", "lib/fs/__tests__/fs.test.js": "", "lib/esm.test.mjs": "",
+      "node_modules/x/a.test.js": ""},
+     "npx --no-install mocha --reporter json 'lib/**/*.test.js' 'lib/**/*.test.mjs'", "mocha_json"),
+    # ... but not where its default holds tests, nor where its configuration says where they are
+    ({"package.json": package({"test": "node run.js"}, {"mocha": "10"}), "test/a.js": "", "lib/x.test.js": ""},
+     "npx --no-install mocha --reporter json", "mocha_json"),
+    ({"package.json": package({"test": "node run.js"}, {"mocha": "10"}), ".mocharc.yml": "spec: lib\n",
+      "lib/x.test.js": ""},
+     "npx --no-install mocha --reporter json", "mocha_json"),
 ])
 def test_node_reports_by_the_runner_package_json_uses(make_repo, files, command, parser):
     report = test_report(snapshot(make_repo(files)))

@@ -56,6 +56,7 @@ class Runner:
     name: str
     test_report: ReportRecipe
     config_files: tuple[str, ...] = ()  # its configuration at the top (vitest.config.ts) says it too
+    default_spec: tuple[str, ...] = ()  # where it looks for tests when given none (mocha: test/*.js), when narrow
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ def _runner(data: dict) -> Runner:
     recipe = _report(data["test_report"])
     if recipe is None:
         raise KeyError(f"runner {data.get('name')!r}: test_report")
-    return Runner(str(data["name"]), recipe, tuple(map(str, data.get("config_files") or ())))
+    return Runner(str(data["name"]), recipe, tuple(map(str, data.get("config_files") or ())),
+                  tuple(map(str, data.get("default_spec") or ())))
 
 
 def _text(data: dict, key: str) -> str:

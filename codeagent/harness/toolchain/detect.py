@@ -174,14 +174,15 @@ def variant_of(tool: Toolchain, files: RepoFiles) -> Variant | None:
     return None
 
 
-def _test_patterns(extensions: tuple[str, ...]) -> tuple[str, ...]:
+def test_name_patterns(extensions: tuple[str, ...]) -> tuple[str, ...]:
+    """The test file names (languages' `test_files`) of every language with one of these extensions."""
     return tuple(p for spec in LANGUAGES if set(spec.extensions) & set(extensions) for p in spec.test_files)
 
 
 def _count(files: RepoFiles, extensions: tuple[str, ...]) -> tuple[int, bool]:
     """(source files with these extensions, whether some are tests), vendored folders aside."""
     wanted = tuple(extensions)
-    tests = re.compile("|".join(fnmatch.translate(p) for p in _test_patterns(wanted)) or r"(?!)")
+    tests = re.compile("|".join(fnmatch.translate(p) for p in test_name_patterns(wanted)) or r"(?!)")
     count, tested = 0, False
     for path in files.all:
         if path.endswith(wanted) and not VENDORED.search(path):

@@ -4,7 +4,8 @@
   `yarn x`, `run-s`/`run-p`/`npm-run-all`) to the runner (jest, vitest, mocha, ava, tape, node's own),
   else to the runner a task file starts (a Makefile's recipe, a jakefile's command string), else a runner
   among the dependencies (a wrapper such as `ts-scripts test` runs the project's own
-  vitest), else one whose configuration file is at the top. The graded form runs that runner the way the
+  vitest), else one whose configuration file is at the top; one found that way whose default folder holds
+  none of the test files (mocha's test/*.js) is given globs of them. The graded form runs that runner the way the
   script does (the build steps it runs first, its environment assignments, `cross-env`'s too, and its
   own arguments, watch and reporter flags aside) with a reporter its parser reads, through the package
   manager's `exec`, after the `pretest` script when there is one.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from ...sandbox.workspace import RepoSnapshot
 from ..specs.toolchains import ReportRecipe, Runner
-from .detect import Detected, RepoFiles, detect
+from .detect import VENDORED, Detected, RepoFiles, detect, test_name_patterns
 
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATORS = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
@@ -111,7 +112,7 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
         runner = next((r for r in tool.runners if r.name in names), None)
         runner = runner or next((r for r in tool.runners
                                  if any(_match(name, f) for f in r.config_files for name in files.top)), None)
-        hit = _Found(runner) if runner else None
+        hit = _Found(runner, args=_spec_globs(runner, tool.evidence, files)) if runner else None
     if hit is None:
         return None
     exec_, run = (variant.exec if variant and variant.exec else "npx --no-install",
@@ -133,6 +134,27 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
     if "pretest" in scripts and not whole:  # `npm test` runs it itself
         command = f"{run} pretest; {command}"
     return ReportRecipe(command, hit.runner.test_report.log_parser)
+
+
+def _spec_globs(runner: Runner, extensions: tuple[str, ...], files: RepoFiles) -> tuple[str, ...]:
+    """For a runner that nothing tells where the tests are (no script, no configuration at the top) and that
+    looks only in a narrow default (mocha: test/*.js): when that default holds none of the repository's test
+    files (the language specs' test file names), globs of them by top folder, `lib/**/*.test.js`."""
+    if not runner.default_spec or any(_match(name, f) for f in runner.config_files for name in files.top):
+        return ()
+    if any(_match(path, spec) and path.count("/") == spec.count("/") for path in files.all for spec in runner.default_spec):
+        return ()
+    patterns = test_name_patterns(extensions)
+    globs = {}
+    for path in files.all:
+        folder, _, rest = path.rpartition("/")
+        if VENDORED.search(path) or not any(_match(rest, pattern) for pattern in patterns):
+            continue
+        top = folder.split("/", 1)[0]
+        for pattern in patterns:
+            if _match(rest, pattern):
+                globs[f"{top}/**/{pattern}" if top else pattern] = None
+    return tuple(globs)
 
 
 def _match(name: str, pattern: str) -> bool:
