@@ -104,7 +104,7 @@ def main() -> None:
                         "one to compare with; default: this one)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    tasks = [task for task in load_tasks(args.dataset) if task.extra.get("swebench_repo") == args.repo]
+    tasks = [task for task in load_tasks(args.dataset) if task.swebench_repo == args.repo]
     if args.instances:
         wanted = set(args.instances.split(","))
         tasks = [task for task in tasks if task.instance_id in wanted]

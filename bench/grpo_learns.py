@@ -120,11 +120,11 @@ def choice_probabilities(base: Path, adapter: Path, demos: Path, tasks) -> dict:
     rows = {}
     for task in tasks:
         context = prefix.replace(issue, task.problem_statement)
-        ops, verb = spec["candidates"], task.extra["toy_verb"]
+        ops, verb = spec["candidates"], task.toy_verb
         verbs = torch.softmax(torch.tensor([logprob(context, spec["verbs"][op]) for op in ops]), -1)
         edits = torch.softmax(torch.tensor([logprob(context + verb, json.dumps(after_verb.format(operator=op))[1:-1])
                                             for op in ops]), -1)  # as the tool call's JSON string writes it
-        right = ops.index(task.extra["toy_operator"])
+        right = ops.index(task.toy_operator)
         rows[task.instance_id] = {"verb": round(verbs[right].item(), 3), "edit": round(edits[right].item(), 3)}
     mean = lambda key: round(sum(r[key] for r in rows.values()) / len(rows), 3)  # noqa: E731
     return {"verb": mean("verb"), "edit_given_verb": mean("edit"), "per_task": rows}
@@ -134,7 +134,7 @@ def constant_policy_scores(tasks) -> dict[str, float]:
     """What answering the same edit every time scores on `tasks` (the hidden tests accept exactly one)."""
     from codeagent.data.toy import family
 
-    return {op: sum(task.extra["toy_operator"] == op for task in tasks) / len(tasks)
+    return {op: sum(task.toy_operator == op for task in tasks) / len(tasks)
             for op in family("verbs")["candidates"]}
 
 

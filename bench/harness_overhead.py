@@ -73,7 +73,7 @@ def main() -> None:
         from codeagent.data import load_tasks
 
         task = load_tasks(args.dataset, instance_ids=[args.instance])[0]
-        task = task.model_copy(update={"repo": str(Path(args.repos) / task.extra["swebench_repo"])})
+        task = task.model_copy(update={"repo": str(Path(args.repos) / task.swebench_repo)})
     else:
         task = synthetic_task()
     with tempfile.TemporaryDirectory() as tmp:

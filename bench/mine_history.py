@@ -79,7 +79,7 @@ def bench_repo(name: str, path: str, lite: list[dict], args) -> dict:
     matched = {}
     for item in official:
         found = match(item, tasks)
-        print(f"  {item['instance_id']}: " + (f"found as {found[0].extra['commit'][:12]} (overlap {found[1]:.2f})"
+        print(f"  {item['instance_id']}: " + (f"found as {found[0].commit[:12]} (overlap {found[1]:.2f})"
                                                  if found else "not among the candidates"))
         if found:
             matched[found[0].instance_id] = item
@@ -99,7 +99,7 @@ def bench_repo(name: str, path: str, lite: list[dict], args) -> dict:
             print(f"  {task.instance_id}: skipped: {why} ({time.monotonic() - began:.0f}s)", flush=True)
             continue
         seconds = time.monotonic() - began
-        kept_rows.append(row(task, task.extra["commit"], repo.source, validation))
+        kept_rows.append(row(task, task.commit, repo.source, validation))
         result = {"task": task.instance_id, "kept": True, "seconds": round(seconds, 1), "f2p": len(validation.fail_to_pass),
                   "p2p": len(validation.pass_to_pass), "flaky": len(validation.flaky),
                   "layers_built": len(validation.layers_built)}

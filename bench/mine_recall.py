@@ -139,8 +139,7 @@ def _validate(repo, unit, found, item: dict[str, Any], args) -> dict[str, Any]:
     try:
         task = task_for(repo, found)
         if found.held_patch:
-            task = task.model_copy(update={"extra": {**task.extra, "held": {"patch": found.held_patch,
-                                                                              "files": found.held_files}}})
+            task = task.model_copy(update={"held": {"patch": found.held_patch, "files": found.held_files}})
         log_dir = Path(args.logs) / item["instance_id"] if args.logs else None
         validation = validate(task, reruns=args.reruns, log_dir=log_dir)
     except Skip as why:
@@ -149,7 +148,7 @@ def _validate(repo, unit, found, item: dict[str, Any], args) -> dict[str, Any]:
     mined = set(validation.fail_to_pass)
     statement = {}
     task = task.model_copy(update={"problem_statement": statement_text(unit.message),
-                                   "extra": {**task.extra, "commit": unit.sha, "unit": unit.kind}})
+                                   "commit": unit.sha, "unit": unit.kind})
     try:  # the miner's statement check, with the history's text (no model here)
         text, made = final_statement(task, validation, Options())
         statement = {"statement": "passes", **made}
@@ -164,7 +163,7 @@ def _validate(repo, unit, found, item: dict[str, Any], args) -> dict[str, Any]:
             "official_f2p_in_mined_p2p": sorted(wanted & set(validation.pass_to_pass)),
             "p2p": len(validation.pass_to_pass), "held_added": validation.held_added,
             "validation": {key: value for key, value in asdict(validation).items() if key != "failures"},
-            "environment": task.extra.get("environment"), "version": task.version}
+            "environment": task.environment, "version": task.version}
 
 
 def table(results: Path) -> str:

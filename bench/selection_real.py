@@ -204,11 +204,10 @@ def with_environment_fixes(task):
     (exit code 4, no test results). Pretending the release version at install time fixes it."""
     from codeagent.harness.specs.swebench import spec_for
 
-    if task.extra.get("swebench_repo") == "pytest-dev/pytest" and "install_config" not in task.extra:
+    if task.swebench_repo == "pytest-dev/pytest" and task.install_config is None:
         spec = spec_for(task)
         fix = f"export SETUPTOOLS_SCM_PRETEND_VERSION={task.version}.0"
-        task = task.model_copy(update={"extra": {**task.extra, "install_config": {
-            "pre_install": [*spec.pre_install, fix]}}})
+        task = task.model_copy(update={"install_config": {"pre_install": [*spec.pre_install, fix]}})
     # Some PASS_TO_PASS lists hold log-parser debris ("[100%]", "[") that no test run can pass here:
     # with them even the gold patch is unresolved. Where the real ids are `file::test`, drop the rest.
     real = [test for test in task.PASS_TO_PASS if "::" in test]

@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ["litellm", "torch", "transformers", "trl", "textual", "peft", "datasets", "docker", "tree_sitter", "opentelemetry", "acp"]
 
@@ -17,14 +19,15 @@ def codeagent(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "codeagent.cli", *args], capture_output=True, text=True, **kwargs)
 
 
-def test_help_imports_no_heavy_module():
-    code = ("import sys, runpy; sys.argv = ['codeagent', '--help']\n"
+@pytest.mark.parametrize("args", [[], ["train"], ["train", "grpo"], ["serve"]])
+def test_help_imports_no_heavy_module(args):
+    code = (f"import sys, runpy; sys.argv = ['codeagent', *{args!r}, '--help']\n"
             "try: runpy.run_module('codeagent.cli', run_name='__main__')\n"
             "except SystemExit: pass\n"
             "import json; print(json.dumps(sorted(sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(proc.stdout.splitlines()[-1]))
-    assert "Commands:" in proc.stdout
+    assert ("Options:" if args else "Commands:") in proc.stdout
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
 
 

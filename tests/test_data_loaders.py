@@ -73,13 +73,13 @@ def test_a_new_format_is_one_entry(tmp_path, monkeypatch):
 
 def test_one_router_reads_every_kind_of_source(tmp_path):
     smith = load_tasks(write_jsonl(tmp_path / "smith.jsonl", [SMITH]))
-    assert smith[0].extra["task_format"] == "swe-smith"
+    assert smith[0].task_format == "swe-smith"
     with (tmp_path / "bench.csv").open("w", newline="") as handle:  # SWE-bench rows: every field checked
         writer = csv.DictWriter(handle, fieldnames=list(SWEBENCH))
         writer.writeheader()
         writer.writerow(SWEBENCH)
     [task] = load_tasks(tmp_path / "bench.csv")
-    assert task.extra["swebench_repo"] == "psf/requests" and task.FAIL_TO_PASS == ["t::a"]
+    assert task.swebench_repo == "psf/requests" and task.FAIL_TO_PASS == ["t::a"]
     assert [t.instance_id for t in load_tasks("toy:2")] == [t.instance_id for t in load_tasks("toy")][:2]
     with pytest.raises(DatasetError, match="bad task source 'toy:x'"):
         load_tasks("toy:x")

@@ -36,9 +36,9 @@ def test_the_three_formats_are_registered_and_told_apart_from_their_rows():
 
 def test_swebench_multilingual_rows_carry_repository_and_version_to_the_language_spec():
     gin, tokio = load_tasks(MULTILINGUAL)
-    assert gin.extra["task_format"] == "swebench-multilingual"
-    assert (gin.extra["swebench_repo"], gin.version) == ("gin-gonic/gin", "1805")
-    assert (tokio.extra["swebench_repo"], tokio.version) == ("tokio-rs/tokio", "6724")
+    assert gin.task_format == "swebench-multilingual"
+    assert (gin.swebench_repo, gin.version) == ("gin-gonic/gin", "1805")
+    assert (tokio.swebench_repo, tokio.version) == ("tokio-rs/tokio", "6724")
     assert gin.repo == "https://github.com/gin-gonic/gin.git"
     assert gin.FAIL_TO_PASS == ["TestRouteRedirectTrailingSlash"]  # a JSON string in the row
     assert tokio.PASS_TO_PASS == ["write_all_buf", "write_buf_err"]
@@ -63,27 +63,27 @@ def test_multi_swe_bench_rows_become_tasks():
     assert cli.problem_statement == "gh pr view --json panics\n\nRunning `gh pr view --json` with no fields panics."
     assert jackson.problem_statement == "JsonFactory should allow a custom BufferRecycler pool"
     assert cli.gold_patch.startswith("diff --git a/pkg/cmd/pr/view/view.go") and cli.test_patch
-    assert cli.extra["task_format"] == "multi-swe-bench" and cli.extra["swebench_repo"] == "cli/cli"
+    assert cli.task_format == "multi-swe-bench" and cli.swebench_repo == "cli/cli"
     assert cli.version == "3519"  # the pull request, as SWE-bench Multilingual's versions are
     assert jackson.extra["multi_swe_bench"] == {"image": "mswebench/fasterxml_m_jackson-core:pr-1016",
                                                 "workdir": "/home/jackson-core", "base_ref": "2.16"}
-    assert "docker_image" not in jackson.extra  # its image is not one codeagent runs (SWE-bench's layout)
+    assert jackson.docker_image is None  # its image is not one codeagent runs (SWE-bench's layout)
     assert cli.extra["test_statuses"]["s2p_tests"] == {"TestPRView_nontty": {"run": "SKIP", "test": "SKIP",
                                                                              "fix": "PASS"}}
 
 
 def test_swe_polybench_rows_become_tasks_with_their_own_environment():
     gson, keras = load_tasks(POLYBENCH)
-    assert gson.extra["task_format"] == "swe-polybench" and gson.extra["language"] == "Java"
+    assert gson.task_format == "swe-polybench" and gson.extra["language"] == "Java"
     assert gson.FAIL_TO_PASS == ["com.google.gson.functional.FieldNamingTest#testUpperCaseWithUnderscores"]
     assert len(gson.PASS_TO_PASS) == 2  # a Python literal with single quotes
     assert gson.test_command == "mvn test -B -pl gson -Dtest=com.google.gson.functional.FieldNamingTest"
     # the task's own spec: google/gson also has a Multilingual spec, whose versions are other instances
-    assert gson.extra["environment"] == {"language": "java", "test_cmd": gson.test_command}
+    assert gson.environment == {"language": "java", "test_cmd": gson.test_command}
     assert gson.extra["dockerfile"].startswith("FROM polybench_java_base")
     assert gson.extra["modified_nodes"][0].startswith("gson/src/main/java/com/google/gson/FieldNamingPolicy.java")
     assert gson.extra["task_category"] == "Feature"
-    assert "environment" not in keras.extra and keras.extra["language"] == "Python"  # Python: as before
+    assert keras.environment is None and keras.extra["language"] == "Python"  # Python: as before
     assert keras.PASS_TO_PASS == [] and keras.test_command.startswith("pytest")
 
 

@@ -102,8 +102,8 @@ def test_each_instance_has_what_it_resolves_itself_and_only_its_own_files(images
 
 def test_a_deps_layer_that_changes_anything_outside_the_venv_is_refused(tasks, tmp_path):
     """Whatever the version's install leaves outside the venv would reach every instance of it."""
-    stray = tasks[0].model_copy(update={"extra": {"install_config": {**DEPS_CONFIG, "pre_install": [
-        "touch /etc/codeagent-stray && mkdir -p /tmp/scratch && touch /tmp/scratch/ok"]}}})
+    stray = tasks[0].model_copy(update={"install_config": {**DEPS_CONFIG, "pre_install": [
+        "touch /etc/codeagent-stray && mkdir -p /tmp/scratch && touch /tmp/scratch/ok"]}})
     with pytest.raises(LayerBuildError, match="changed /etc/codeagent-stray outside /opt/env"):
         task_images(stray, spec_for(stray), log_dir=tmp_path)
 

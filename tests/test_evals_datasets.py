@@ -88,7 +88,7 @@ def test_rows_become_tasks(lite_raw):
     raw = next(row for row in lite_raw["test"] if row["instance_id"] == "django__django-11099")
     assert task.instance_id == "django__django-11099"
     assert task.repo == "https://github.com/django/django.git"
-    assert task.extra["swebench_repo"] == "django/django"
+    assert task.swebench_repo == "django/django"
     assert task.base_commit == raw["base_commit"] and task.gold_patch == raw["patch"]
     assert task.test_patch == raw["test_patch"] and task.problem_statement == raw["problem_statement"]
     assert task.FAIL_TO_PASS == json.loads(raw["FAIL_TO_PASS"])
@@ -120,7 +120,7 @@ def test_select_by_regex_repo_and_slice(lite_tasks, lite_rows):
     assert select_tasks(lite_tasks, slice="10:20") == lite_tasks[10:20]
     assert select_tasks(lite_tasks, slice=":5") == lite_tasks[:5]
     # filters first, then the slice
-    django = [task for task in lite_tasks if task.extra["swebench_repo"] == "django/django"]
+    django = [task for task in lite_tasks if task.swebench_repo == "django/django"]
     assert select_tasks(lite_tasks, repo="django/django", slice="100:") == django[100:]
     assert ids(select_tasks(lite_tasks, regex="sympy-2", repo="sympy/sympy", slice="0:2")) \
         == [r["instance_id"] for r in lite_rows if r["repo"] == "sympy/sympy" and "sympy-2" in r["instance_id"]][:2]

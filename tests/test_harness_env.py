@@ -64,14 +64,14 @@ def test_image_source_is_the_one_decision():
     plain = Task(repo="/r", problem_statement="p", instance_id="a")
     r2e = Task(repo="/r", problem_statement="p", instance_id="b",
                extra={"task_format": "r2e-gym", "docker_image": "namanjain12/orange3_final:abc"})
-    official = plain.model_copy(update={"extra": {"images": {"source": "official", "namespace": "swebench"}}})
+    official = plain.model_copy(update={"images": {"source": "official", "namespace": "swebench"}})
     assert [pulled(task) for task in (plain, r2e, official)] == [False, True, True]
     assert isinstance(image_source(plain), BuiltImages) and image_source(plain).sandbox_grades
     source = image_source(r2e, registry="mirror.local:5000")
     assert isinstance(source, PulledImages) and not source.sandbox_grades
-    assert source.task.extra["images"]["registry"] == "mirror.local:5000"  # pulled through the mirror
-    named = r2e.model_copy(update={"extra": {**r2e.extra, "images": {"source": "prebuilt", "registry": "own:1"}}})
-    assert image_source(named, registry="mirror.local:5000").task.extra["images"]["registry"] == "own:1"
+    assert source.task.images["registry"] == "mirror.local:5000"  # pulled through the mirror
+    named = r2e.model_copy(update={"images": {"source": "prebuilt", "registry": "own:1"}})
+    assert image_source(named, registry="mirror.local:5000").task.images["registry"] == "own:1"
 
 
 class _Env:
@@ -200,8 +200,7 @@ def test_every_front_end_grades_through_the_one_flow(flow, tmp_path):
     from codeagent.train.grade import _harness_grade
 
     task = Task(repo="/r", problem_statement="p", instance_id="a", test_command="pytest", FAIL_TO_PASS=["t::a"])
-    pulled_task = task.model_copy(update={"instance_id": "b", "extra": {"task_format": "r2e-gym",
-                                                                        "docker_image": "x/y:z"}})
+    pulled_task = task.model_copy(update={"instance_id": "b", "task_format": "r2e-gym", "docker_image": "x/y:z"})
     assert grade_task(task, "P1", tmp_path / "eval")["outcome"] == "resolved"  # eval grade/run
     assert grade_task(pulled_task, "P2", tmp_path / "pulled")["outcome"] == "resolved"  # prebuilt images
     assert _harness_grade(task, "P3", tmp_path / "traj")["outcome"] == "resolved"  # traj grade, GRPO harness grader

@@ -214,7 +214,7 @@ def test_a_task_with_its_own_config_needs_no_repo_file():
     spec = spec_for(unknown)
     assert (spec.repo, spec.python_used, spec.log_parser) == ("acme/widgets", "3.11", "pytest")
     assert test_command(unknown, spec) == "pytest -rA tests/test_a.py"
-    without = unknown.model_copy(update={"extra": {}})
+    without = unknown.model_copy(update={"install_config": None})
     with pytest.raises(SpecError, match="no environment spec for repository 'acme/widgets'"):
         spec_for(without)
 

@@ -38,12 +38,12 @@ def test_a_finding_is_checked_and_goes_into_the_environment():
     assert repairable(task, "environment: pip install failed")
     assert repairable(task, "no test passed in any run: the tests do not run in this environment")
     assert not repairable(task, "no FAIL_TO_PASS test (3 pass->pass, 0 flaky)")
-    assert not repairable(task.model_copy(update={"extra": {"environment": {"language": "go"}}}), "environment: x")
+    assert not repairable(task.model_copy(update={"environment": {"language": "go"}}), "environment: x")
     found = finding(_added(SETUP_FILE, '{"pip_packages": ["six==1.16.0"],\n "install": ["make deps"]}'))
     assert found == {"pip_packages": ["six==1.16.0"], "install": ["make deps"]}
     fixed = with_setup(task, found, "scripted")
-    assert fixed.extra["environment"]["pip_packages"] == ["pytest", "six==1.16.0"]
-    assert fixed.extra["setup"] == {"model": "scripted", "found": found}
+    assert fixed.environment["pip_packages"] == ["pytest", "six==1.16.0"]
+    assert fixed.setup == {"model": "scripted", "found": found}
     assert not repairable(fixed, "environment: x")  # repaired once: never again
     for patch, why in (("", "wrote no"), (_added(SETUP_FILE, "{nope"), "is not JSON"),
                        (_added(SETUP_FILE, '{"env": ["A=1"]}'), "must be an object"),

@@ -42,9 +42,9 @@ def _prepare(repo: Repository, subject: str, **options):
 
 def test_a_python_repository_without_a_spec_gets_the_generic_environment_the_harness_accepts(repo):
     task = _prepare(repo, "Fix add()")
-    assert task.instance_id == f"synthetic__calc-{task.extra['commit'][:12]}" and task.version is None
+    assert task.instance_id == f"synthetic__calc-{task.commit[:12]}" and task.version is None
     assert task.base_commit == _commit(repo, "Fix add()").parent
-    environment = task.extra["environment"]
+    environment = task.environment
     assert environment["log_parser"] == "pytest" and environment["install"] == []  # not a package
     spec = spec_for(task)
     assert spec.python_used == "3.11" and not spec.notes
@@ -63,7 +63,7 @@ def test_a_package_is_installed(tmp_path):
     git(root, "commit", "-qam", "add() returns a + b without a needless + 0")
     repository = open_repository(str(root), "synthetic/calc")
     task = prepare(repository, history(repository.git_dir)[0], Options(), frozenset(), None, set())
-    assert task.extra["environment"]["install"] == ["python -m pip install -e ."]
+    assert task.environment["install"] == ["python -m pip install -e ."]
 
 
 def test_a_repository_with_a_swebench_spec_gets_its_version(tmp_path):
@@ -80,7 +80,7 @@ def test_a_repository_with_a_swebench_spec_gets_its_version(tmp_path):
     newest, _, at_23, _ = history(flask.git_dir, max_commits=4)
     assert stated_version(flask, at_23.sha) == "2.3"
     task = task_for(flask, candidate(flask.git_dir, at_23))
-    assert task.version == "2.3" and "environment" not in task.extra  # graded as an eval task is
+    assert task.version == "2.3" and task.environment is None  # graded as an eval task is
     assert spec_for(task).layers[-1] == "flask.yaml: versions.2.3"
     with pytest.raises(Skip, match="no spec version at or below 1.1"):
         task_for(flask, candidate(flask.git_dir, newest))
@@ -154,16 +154,16 @@ def test_rows_are_swebench_rows_that_eval_reads(repo, tmp_path):
     task = _prepare(repo, "Fix add()")
     validation = Validation(["tests/test_calc.py::test_add"], ["tests/test_calc.py::test_mul"], ["x"],
                             [{"side": "base", "run": 1}], {"gold": "resolved", "empty": "unresolved"})
-    item = row(task, task.extra["commit"], repo.source, validation)
-    assert item["provenance"]["commit"] == task.extra["commit"] and item["provenance"]["codeagent_version"]
+    item = row(task, task.commit, repo.source, validation)
+    assert item["provenance"]["commit"] == task.commit and item["provenance"]["codeagent_version"]
     assert item["created_at"] == "2024-02-01T00:00:00Z"
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps(item) + "\n")
     [loaded] = load_tasks(path)
     assert loaded.instance_id == task.instance_id and loaded.gold_patch == task.gold_patch
     assert loaded.FAIL_TO_PASS == ["tests/test_calc.py::test_add"]
-    assert loaded.extra["swebench_repo"] == "synthetic/calc"
-    assert loaded.extra["environment"] == task.extra["environment"]  # graded in the same environment
+    assert loaded.swebench_repo == "synthetic/calc"
+    assert loaded.environment == task.environment  # graded in the same environment
     assert spec_for(loaded).test_cmd == "python -m pytest -rA"
     assert dedupe([item, item, {**item, "instance_id": "other"}]) == [item]
     sides = split([item, {**item, "created_at": "2025-01-01T10:00:00+02:00"}], "2024-06-01")
@@ -252,7 +252,7 @@ def test_eval_and_train_find_a_mined_task_at_its_provenance_without_repos(repo, 
 
     task = _prepare(repo, "Fix add()")
     validation = Validation(["tests/test_calc.py::test_add"], [], [], [], {})
-    item = row(task, task.extra["commit"], repo.source, validation)
+    item = row(task, task.commit, repo.source, validation)
     assert item["provenance"]["repository"] == repo.source and repo.source.startswith("/")
     path = tmp_path / "tasks.jsonl"
     url = {**item, "instance_id": "u-1", "patch": "other", "provenance": {"repository": "https://example.org/a/b.git"}}

@@ -66,8 +66,8 @@ def test_a_go_task_records_the_version_in_its_environment(tmp_path):
                         "func TestB(t *testing.T) { if B() != 2 { t.Fatal() } }\n"})
     repository = open_repository(str(repo), "example/flags")
     task = task_for(repository, candidate(repository.git_dir, history(repository.git_dir)[0]))
-    assert task.extra["environment"]["toolchain_version"] == "1.25.14"
-    assert task.extra["environment"]["test_cmd"] == "go test -json ./..."
+    assert task.environment["toolchain_version"] == "1.25.14"
+    assert task.environment["test_cmd"] == "go test -json ./..."
 
 
 def test_the_compilers_lines_say_why_tests_do_not_build():

@@ -57,7 +57,7 @@ def test_every_row_is_graded_by_a_named_parser_and_has_tests_to_fix(rows):
         assert not set(row["FAIL_TO_PASS"]) & set(row["PASS_TO_PASS"]), row["instance_id"]
         assert row["patch"].startswith("diff --git") and row["test_patch"].startswith("diff --git")
         task = Task.from_swebench(row)
-        assert task.extra["environment"] == env and task.extra["swebench_repo"] == row["repo"]
+        assert task.environment == env and task.swebench_repo == row["repo"]
         assert row["instance_id"] == f"{row['repo'].replace('/', '__')}-{row['version']}"
 
 

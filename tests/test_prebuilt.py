@@ -292,7 +292,7 @@ def test_grpo_rollouts_prepare_prebuilt_tasks_through_the_mirror(pushed):
     rollouts = Rollouts(recipe, load_tasks(pushed["r2e"]), tokenizer=type("T", (), {"eos_token_id": 2})(),
                         config=Config(images={"registry": pushed["registry"]}), store=None)
     (task,) = rollouts.tasks.values()
-    assert task.extra["images"]["registry"] == pushed["registry"]
+    assert task.images["registry"] == pushed["registry"]
     rollouts._prepare_environments([task])  # pulls and prepares; no spec of codeagent's is needed
 
 

@@ -181,7 +181,7 @@ def test_an_image_is_built_once_while_tasks_on_two_nodes_want_it(cluster, task, 
 
     from codeagent.executors.ray_executor import RayExecutor
 
-    fresh = task.model_copy(update={"extra": {"install_config": {**CONFIG, "install": [f"true {uuid.uuid4().hex}"]}}})
+    fresh = task.model_copy(update={"install_config": {**CONFIG, "install": [f"true {uuid.uuid4().hex}"]}})
     tasks = copies(fresh, 3)
     reports = grade_batch(tasks, {t.instance_id: GOLD for t in tasks}, tmp_path / "out", model_name="m",
                           executor=RayExecutor(cluster[0].address))

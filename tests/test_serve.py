@@ -208,7 +208,7 @@ def test_memory_stays_bounded_under_oversized_and_many_requests(tiny):
     its connection slots and one decoded request can hold, not with the bytes sent (on main it grew by 690 MiB)."""
     from codeagent.serve.server import DECODED_PER_BYTE, MAX_BODY_BYTES, MAX_CONNECTIONS
 
-    process = subprocess.Popen([sys.executable, "-m", "codeagent.serve.commands", "serve", "--model", str(tiny), "--port", "0",
+    process = subprocess.Popen([sys.executable, "-m", "codeagent.cli", "serve", "--model", str(tiny), "--port", "0",
                                 "--max-tokens", "2", "--threads", "1"], stderr=subprocess.PIPE)
     try:
         url = None

@@ -20,10 +20,10 @@ def test_held_out_tasks_use_unseen_names_and_no_single_edit_fits_them():
     seen_text = " ".join(t.problem_statement + t.gold_patch for t in train)
     assert not any(name in seen_text for name in names(held))
     for tasks in (train, held):  # answering the same edit every time scores a quarter
-        ops = [t.extra["toy_operator"] for t in tasks]
+        ops = [t.toy_operator for t in tasks]
         assert {op: ops.count(op) / len(ops) for op in ops} == {"+": 0.25, "-": 0.25, "*": 0.25, "//": 0.25}
     verbs = {"+": "add", "-": "subtract", "*": "multiply", "//": "floor-divide"}
-    assert all(f" must {verbs[t.extra['toy_operator']]} its" in t.problem_statement for t in train + held)
+    assert all(f" must {verbs[t.toy_operator]} its" in t.problem_statement for t in train + held)
 
 
 def test_the_toy_tokenizer_keeps_the_issue_verb_one_token_in_every_task():
@@ -42,10 +42,10 @@ def test_the_toy_tokenizer_keeps_the_issue_verb_one_token_in_every_task():
         return [p for p in pieces if any(v in p for v in ("add", "subtract", "multiply", "divide"))]
 
     merged = build_tokenizer(corpus, vocab_size=2048, word_boundaries=False)
-    assert len({tuple(verb_tokens(merged, t)) for t in tasks if t.extra["toy_operator"] == "+"}) > 1
+    assert len({tuple(verb_tokens(merged, t)) for t in tasks if t.toy_operator == "+"}) > 1
     words = build_tokenizer(corpus, vocab_size=2048, word_boundaries=True)
     for op in ("+", "-", "*"):
-        assert len({tuple(verb_tokens(words, t)) for t in tasks if t.extra["toy_operator"] == op}) == 1
+        assert len({tuple(verb_tokens(words, t)) for t in tasks if t.toy_operator == op}) == 1
 
 
 def test_the_toy_grpo_recipe_trains_on_several_tasks_per_step():
@@ -86,7 +86,7 @@ def test_balanced_demonstrations_tell_nothing_about_the_right_edit():
     tasks = verbs_tasks("train")
     chosen = balanced_operators(tasks, family("verbs")["candidates"])
     assert set(chosen) == {t.instance_id for t in tasks} and all(len(ops) == 1 for ops in chosen.values())
-    pairs = Counter((t.extra["toy_operator"], chosen[t.instance_id][0]) for t in tasks)
+    pairs = Counter((t.toy_operator, chosen[t.instance_id][0]) for t in tasks)
     assert len(pairs) == 16 and set(pairs.values()) == {len(tasks) // 16}
 
 
@@ -97,4 +97,4 @@ def test_every_verbs_task_has_one_right_edit(split):
     for task in verbs_tasks(split):
         a, b = map(int, re.search(r"\((\d+), (\d+)\)", task.problem_statement).groups())
         right = int(re.search(r"must return (-?\d+)", task.problem_statement).group(1))
-        assert [op for op in family("verbs")["candidates"] if OPERATORS[op](a, b) == right] == [task.extra["toy_operator"]]
+        assert [op for op in family("verbs")["candidates"] if OPERATORS[op](a, b) == right] == [task.toy_operator]

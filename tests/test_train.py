@@ -494,8 +494,8 @@ def test_served_model_answers_a_tool_call_through_litellm(sft_adapter):
 def test_cli_reports_user_errors_in_one_line(tiny, store, tmp_path):
     from click.testing import CliRunner
 
-    from codeagent.serve.commands import serve
-    from codeagent.train.commands import train_group
+    from codeagent.cli.serve_command import serve
+    from codeagent.cli.train_commands import train_group
 
     runner = CliRunner()
     result = runner.invoke(train_group, ["sft", "-c", "sft-tiny", "lora.rnk=4"])

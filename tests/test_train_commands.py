@@ -10,7 +10,7 @@ from click.testing import CliRunner
                                                          ("dpo", "codeagent.train.dpo", "dpo-tiny"),
                                                          ("grpo", "codeagent.train.grpo.trainer", "grpo-tiny")])
 def test_each_train_command_runs_the_trainer_of_its_method(monkeypatch, tmp_path, method, module, recipe):
-    from codeagent.train.commands import train_group
+    from codeagent.cli.train_commands import train_group
 
     ran = []
     monkeypatch.setattr(f"{module}.run", lambda loaded: ran.append(loaded.method) or tmp_path / "adapter")

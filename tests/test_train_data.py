@@ -48,18 +48,18 @@ def test_swe_gym_rows_are_swebench_tasks_with_their_image(tmp_path):
     [task] = load_tasks(write_jsonl(tmp_path / "gym.jsonl", [SWE_GYM_ROW]), "swe-gym")
     assert task.instance_id == "getmoto__moto-5752" and task.repo == "https://github.com/getmoto/moto.git"
     assert task.FAIL_TO_PASS == ["tests/test_ssm.py::test_dot"] and task.gold_patch.startswith("diff --git a/moto")
-    assert task.extra["docker_image"] == "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-5752"
-    assert task.extra["task_format"] == "swe-gym" and task.version == "4.0"
+    assert task.docker_image == "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-5752"
+    assert task.task_format == "swe-gym" and task.version == "4.0"
 
 
 def test_swe_smith_rows_fix_by_reversing_the_bug_patch(tmp_path):
     from codeagent.data import load_tasks
 
     [task] = load_tasks(write_jsonl(tmp_path / "smith.jsonl", [SWE_SMITH_ROW]))  # format detected
-    assert task.extra["task_format"] == "swe-smith"
+    assert task.task_format == "swe-smith"
     assert task.repo == "https://github.com/swesmith/owner__calc.1a2b3c4d.git"
     assert task.base_commit == SWE_SMITH_ROW["instance_id"]  # the mirror's branch holding the bug
-    assert task.extra["docker_image"] == "jyangballin/swesmith.x86_64.owner_1776_calc.1a2b3c4d:latest"
+    assert task.docker_image == "jyangballin/swesmith.x86_64.owner_1776_calc.1a2b3c4d:latest"
     assert task.test_command == ("pytest --disable-warnings --color=no --tb=no --verbose "
                                  "tests/test_calc.py tests/test_more.py")
     # The fix undoes the bug: applied to the buggy file with git, it gives back the original.
@@ -77,11 +77,11 @@ def test_r2e_gym_rows_grade_against_their_expected_output(tmp_path):
     from codeagent.data import load_tasks
 
     [task] = load_tasks(write_jsonl(tmp_path / "r2e.jsonl", [R2E_ROW]))
-    assert task.extra["task_format"] == "r2e-gym" and task.repo == "aiohttp"
-    assert task.extra["docker_image"] == R2E_ROW["docker_image"] and task.extra["workdir"] == "/testbed"
+    assert task.task_format == "r2e-gym" and task.repo == "aiohttp"
+    assert task.docker_image == R2E_ROW["docker_image"] and task.extra["workdir"] == "/testbed"
     assert task.test_command == "bash run_tests.sh" and task.extra["hidden_tests_dir"] == "/r2e_tests"
     assert task.FAIL_TO_PASS == ["test_cookies.py::test_keep", "test_cookies.py::test_old"]
-    assert task.extra["expected_output"]["test_cookies.py::test_xfail"] == "FAILED"
+    assert task.expected_output["test_cookies.py::test_xfail"] == "FAILED"
     assert task.instance_id == "aiohttp__f0d74880deec"
 
 
@@ -110,7 +110,7 @@ def test_held_out_split_keeps_repositories_on_one_side_and_is_deterministic():
     tasks = _tasks({"a/x": 3, "b/y": 2, "c/z": 4, "d/w": 1, "e/v": 2})
     train, held = split_tasks(tasks, 0.25, seed=1)
     assert len(held) >= 3 and len(train) + len(held) == len(tasks)
-    assert not {t.extra["swebench_repo"] for t in train} & {t.extra["swebench_repo"] for t in held}
+    assert not {t.swebench_repo for t in train} & {t.swebench_repo for t in held}
     again = split_tasks(list(reversed(tasks)), 0.25, seed=1)
     assert sorted(t.instance_id for t in again[1]) == sorted(t.instance_id for t in held)
     with pytest.raises(ValueError, match="one group holds every task"):
@@ -129,7 +129,7 @@ def test_grpo_tasks_come_from_a_swe_smith_file_with_a_held_out_split(tmp_path):
     held = rl_tasks(DataSection(tasks=str(path), held_out=0.3, split_seed=3, split="held_out"))
     assert train and held and len(train) + len(held) == 6
     assert not {t.instance_id for t in train} & {t.instance_id for t in held}
-    assert all(t.extra["task_format"] == "swe-smith" for t in train + held)
+    assert all(t.task_format == "swe-smith" for t in train + held)
 
 
 # -- train reads what traj export wrote; no malformed turns in SFT ------------------------------------

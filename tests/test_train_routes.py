@@ -20,7 +20,7 @@ def dry_run(*args: str) -> SimpleNamespace:
     """`codeagent train grpo --dry-run ARGS`, in process (click's runner): exit code, stdout, stderr."""
     from click.testing import CliRunner
 
-    from codeagent.train.commands import train_group
+    from codeagent.cli.train_commands import train_group
 
     result = CliRunner().invoke(train_group, ["grpo", "--dry-run", *args])
     return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr)

@@ -1,8 +1,7 @@
 """The `codeagent` command: the group, the exit codes, the plumbing every command shares. Heavy modules are
 imported inside commands: `--help` stays instant. The commands: solve_command.py (and headless.py, issue.py),
-setup_commands.py (doctor, sandbox), tasks.py, traj_commands.py, eval_commands.py, view_command.py,
-acp_command.py; their work is done in the packages they import. `train` and `serve` are still mounted from
-train/commands.py."""
+setup_commands.py (doctor, sandbox), tasks.py, traj_commands.py, eval_commands.py, train_commands.py,
+serve_command.py, view_command.py, acp_command.py; their work is done in the packages they import."""
 
 from __future__ import annotations
 
@@ -192,10 +191,10 @@ def _flush() -> None:
 
 
 def _mount_groups() -> None:
-    from ..serve.commands import serve
-    from ..train.commands import train_group
     from .acp_command import acp_command
     from .eval_commands import eval_group
+    from .serve_command import serve
+    from .train_commands import train_group
     from .traj_commands import traj
     from .view_command import view_command
 

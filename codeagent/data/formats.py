@@ -91,8 +91,8 @@ def swe_gym_task(row: dict[str, Any], where: str) -> Task:
     checked = {**row, "FAIL_TO_PASS": _tests(row.get("FAIL_TO_PASS", []), where, "FAIL_TO_PASS"),
                "PASS_TO_PASS": _tests(row.get("PASS_TO_PASS", []), where, "PASS_TO_PASS")}
     task = Task.from_swebench(checked)
-    task.extra["task_format"] = "swe-gym"
-    task.extra["docker_image"] = SWE_GYM_IMAGE.format(name=row["instance_id"].replace("__", "_s_"))
+    task.task_format = "swe-gym"
+    task.docker_image = SWE_GYM_IMAGE.format(name=row["instance_id"].replace("__", "_s_"))
     return task
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..task import Task
 from . import formats, multilingual, swebench
 from .errors import DatasetError, TaskFormatError
@@ -34,7 +36,18 @@ class TaskFormat:
 
 
 def _swebench(source: str) -> list[Task]:
-    return [Task.from_swebench(row) for row in swebench.load_rows(source)]
+    return [_checked(f"{source}: row {number}", Task.from_swebench, row)
+            for number, row in enumerate(swebench.load_rows(source), 1)]
+
+
+def _checked(where: str, make: Callable[..., Task], *args: Any) -> Task:
+    """The task `make(*args)` builds; a field of the wrong type (a typed key of extra too) is a TaskFormatError
+    that names the row and the field."""
+    try:
+        return make(*args)
+    except ValidationError as error:
+        fields = {str(problem["loc"][0]) if problem["loc"] else "row": problem["msg"] for problem in error.errors()}
+        raise TaskFormatError(f"{where}: " + "; ".join(f"field {name!r}: {why}" for name, why in fields.items())) from None
 
 
 def _toy(source: str) -> list[Task]:
@@ -121,7 +134,8 @@ def _tasks(rows: list[dict[str, Any]], entry: TaskFormat, source: str) -> list[T
     tasks: list[Task] = []
     seen: dict[str, int] = {}
     for number, row in enumerate(rows, 1):
-        task = entry.to_task(row, f"{source}: task {number}")
+        where = f"{source}: task {number}"
+        task = _checked(where, entry.to_task, row, where)
         if task.instance_id in seen:
             raise TaskFormatError(f"{source}: task {number}: instance {task.instance_id} appears twice "
                                   f"(also task {seen[task.instance_id]})")

@@ -66,7 +66,7 @@ def swebench_multilingual_task(row: dict[str, Any], where: str) -> Task:
     except DatasetError as error:
         raise TaskFormatError(str(error)) from None
     task = Task.from_swebench(checked)
-    task.extra["task_format"] = "swebench-multilingual"
+    task.task_format = "swebench-multilingual"
     return task
 
 

@@ -13,7 +13,7 @@ from .ids import OBJECT_ID
 def at_provenance(task: Task) -> Task:
     """The task at the repository it was mined from (a local path, checked, or a URL); a task without
     provenance as it is (its GitHub URL)."""
-    provenance = task.extra.get("provenance")
+    provenance = task.provenance
     source = provenance.get("repository") if isinstance(provenance, dict) else None
     if not isinstance(source, str) or not source:
         return task
@@ -27,6 +27,6 @@ def at_provenance(task: Task) -> Task:
         if not path.exists():
             raise DatasetError(f"{task.instance_id}: the repository it was mined from, {source} (provenance.repository), "
                                f"is not here: give a folder of mirrors (eval: --repos DIR, train: data.repos=DIR) "
-                               f"with DIR/{task.extra.get('swebench_repo') or 'owner/name'} a clone or mirror of it")
+                               f"with DIR/{task.swebench_repo or 'owner/name'} a clone or mirror of it")
         source = str(path)
     return task.model_copy(update={"repo": source})

@@ -28,7 +28,7 @@ def parse_slice(text: str | slice) -> slice:
 
 def task_repo(task: Task) -> str:
     """A task's repository as its data set names it (owner/name for SWE-bench), else where it comes from."""
-    return str(task.extra.get("swebench_repo") or task.repo)
+    return task.swebench_repo or task.repo
 
 
 def select_tasks(tasks: Sequence[Task], *, instance_ids: Sequence[str] | None = None, regex: str | None = None,

@@ -78,7 +78,7 @@ def _readers(tasks: list, repos: str) -> dict[str, Callable]:
     readers = {}
     for task in tasks:
         try:
-            path = repo_under(repos, task.extra.get("swebench_repo"), task.instance_id)
+            path = repo_under(repos, task.swebench_repo, task.instance_id)
         except DatasetError as exc:
             raise click.ClickException(str(exc)) from None
         if not path.exists():

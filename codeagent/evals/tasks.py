@@ -30,7 +30,7 @@ def eval_tasks(dataset, instances, regex, repo_filter, slice_, repos, only=None,
         if pulled(task):  # its repository is in its image
             located.append(task)
         elif repos:
-            name = task.extra.get("swebench_repo") or ""
+            name = task.swebench_repo or ""
             path = repo_under(repos, name, task.instance_id)
             if not path.exists():
                 raise click.ClickException(f"{task.instance_id}: no repository {name} under {repos} "

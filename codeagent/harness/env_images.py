@@ -37,7 +37,7 @@ OFFLINE_HINT = ("the repository could not be cloned (offline, or no access?): pa
 
 def pulled(task: Task) -> bool:
     """Does the task run in a pulled image (marked so by prebuilt.mark, or a format that names its image)?"""
-    return task.extra.get("images", {}).get("source") in ("official", "prebuilt") or bool(task.extra.get("docker_image"))
+    return (task.images or {}).get("source") in ("official", "prebuilt") or bool(task.docker_image)
 
 
 @dataclass
@@ -200,7 +200,7 @@ class PulledImages:
     def __init__(self, task: Task, registry: str | None = None):
         from .images.prebuilt import mark
 
-        if registry and not task.extra.get("images", {}).get("registry"):  # the mirror unless the task names one
+        if registry and not (task.images or {}).get("registry"):  # the mirror unless the task names one
             task = mark([task], registry=registry)[0]
         self.task = task
 
@@ -233,7 +233,7 @@ class PulledImages:
     def facts(self) -> dict[str, Any]:
         from .images.prebuilt import layout
 
-        return {"image_source": self.task.extra.get("images", {}).get("source", "prebuilt"), "layout": layout(self.task)}
+        return {"image_source": (self.task.images or {}).get("source", "prebuilt"), "layout": layout(self.task)}
 
     @staticmethod
     def reason(error: Exception) -> str:

@@ -3,7 +3,7 @@
 - a Python repository with a SWE-bench spec file (evals/environments/swebench/): `version` is the
   repository's major.minor at the base commit (its `__version__` as SWE-bench reads it, else its
   packaging metadata), mapped to the nearest spec version not above it;
-- another language: `extra["environment"]` names the language, the test command and the parser of
+- another language: `environment` names the language, the test command and the parser of
   the repository's own graded test report (harness/toolchain/resolve.py's `test_report`), and the toolchain
   version of the unit's day (toolchain_era.py);
 - Python without a spec file: a generic environment (pytest over the test patch's files).

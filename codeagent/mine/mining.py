@@ -106,24 +106,24 @@ def prepare(repo: Repository, commit: Commit, options: Options, shallow: frozens
     if leaked := leaks(text, found.gold_patch):
         raise Skip(f"statement leaks the fix: {leaked[0][:80]!r}")
     seen.add(digest)
-    extra: dict[str, Any] = {**task.extra, "commit": commit.sha, "unit": commit.kind}
+    found_here: dict[str, Any] = {"commit": commit.sha, "unit": commit.kind}
     if commit.kind == "pull":
-        extra["head"] = commit.head
+        found_here["head"] = commit.head
     if found.held_patch:
-        extra["held"] = {"patch": found.held_patch, "files": found.held_files}
+        found_here["held"] = {"patch": found.held_patch, "files": found.held_files}
     if found.dropped_files:
-        extra["dropped_files"] = found.dropped_files
-    return task.model_copy(update={"problem_statement": text, "extra": extra})
+        found_here["dropped_files"] = found.dropped_files
+    return task.model_copy(update={"problem_statement": text, **found_here})
 
 
 def final_statement(task: Task, validation: Validation, options: Options) -> tuple[str, dict[str, Any]]:
     """The kept task's statement and how it was made; Skip when it is underspecified or leaks the fix. With
     a statement model, written from the tests (specify.py); else the history's, as it is."""
-    gold = (task.gold_patch or "") + ((task.extra.get("held") or {}).get("patch", "") if validation.held_added else "")
+    gold = (task.gold_patch or "") + ((task.held or {}).get("patch", "") if validation.held_added else "")
     required = requirements(gold, task.test_patch or "")
     text, source = task.problem_statement, "history"
     if options.statement_model is not None:
-        text = write_statement(options.statement_model, repo=task.extra["swebench_repo"], history_text=text,
+        text = write_statement(options.statement_model, repo=str(task.swebench_repo), history_text=text,
                                test_patch=task.test_patch or "", fail_to_pass=validation.fail_to_pass,
                                failures=validation.failures, required=required)
         source = f"model:{getattr(options.statement_model, 'name', type(options.statement_model).__name__)}"
@@ -184,7 +184,7 @@ def mine(repo: Repository, output: Path, options: Options, progress: MiningProgr
     except BaseException:
         if cancel.is_set():  # stopped: what was in flight is recorded as such, and the files are written
             for task in running.left():
-                state.add({"commit": task.extra["commit"], "status": INTERRUPTED})
+                state.add({"commit": task.commit, "status": INTERRUPTED})
                 summary.interrupted += 1
             show.line(f"stopped: {summary.interrupted} candidates in flight recorded as interrupted "
                       "(validated again when the same command runs again)")
@@ -239,7 +239,7 @@ def _record(state: MiningState, summary: Summary, show: MiningProgress, repo: Re
     """One candidate's validation, done: kept, skipped (both recorded), interrupted (recorded: validated
     again by the next run) or broken (not recorded: tried again next run). A validated task is kept only
     with a statement that states what its tests check (specify.py)."""
-    sha = task.extra["commit"]
+    sha = str(task.commit)
     if error is None:
         try:
             text, made = final_statement(task, result, options)
@@ -299,7 +299,7 @@ def _validations(tasks: list[Task], output: Path, options: Options, show: Mining
 
 
 def _short(task: Task) -> str:
-    return str(task.extra["commit"])[:10]
+    return str(task.commit)[:10]
 
 
 def _skip(state: MiningState, summary: Summary, sha: str, phase: str, reason: str) -> None:

@@ -18,30 +18,30 @@ from ..task import Task
 
 def row(task: Task, commit: str, source: str, validation, statement: dict[str, Any] | None = None) -> dict[str, Any]:
     """A kept task as a SWE-bench row: the gold patch with the held files the tests needed, if any."""
-    held = task.extra.get("held") or {}
+    held = task.held or {}
     gold = (task.gold_patch or "") + (held.get("patch", "") if getattr(validation, "held_added", None) else "")
     out: dict[str, Any] = {
-        "instance_id": task.instance_id, "repo": task.extra["swebench_repo"], "base_commit": task.base_commit,
+        "instance_id": task.instance_id, "repo": task.swebench_repo, "base_commit": task.base_commit,
         "patch": gold, "test_patch": task.test_patch, "problem_statement": task.problem_statement,
         "hints_text": "", "FAIL_TO_PASS": validation.fail_to_pass, "PASS_TO_PASS": validation.pass_to_pass,
-        "created_at": utc(task.extra["created_at"]), "version": task.version,
+        "created_at": utc(str(task.created_at)), "version": task.version,
     }
     if task.environment_setup_commit:
         out["environment_setup_commit"] = task.environment_setup_commit
-    if "environment" in task.extra:
-        out["environment"] = task.extra["environment"]
+    if task.environment is not None:
+        out["environment"] = task.environment
     out["provenance"] = {"repository": source, "commit": commit, "codeagent_version": __version__,
                          "validation": {"runs": validation.runs, "flaky": validation.flaky, "grades": validation.grades,
                                         "layers_built": validation.layers_built}}
     for key in ("unit", "head", "dropped_files"):  # a pull request's head; the docs and vendored files left out
-        if task.extra.get(key):
-            out["provenance"][key] = task.extra[key]
+        if value := getattr(task, key):
+            out["provenance"][key] = value
     if getattr(validation, "held_added", None):
         out["provenance"]["held_added"] = validation.held_added  # lockfiles/generated files the tests needed
     if statement:
         out["provenance"]["statement"] = statement
-    if "setup" in task.extra:  # what the set-up agent found (already in the environment) and which model
-        out["provenance"]["setup"] = task.extra["setup"]
+    if task.setup is not None:  # what the set-up agent found (already in the environment) and which model
+        out["provenance"]["setup"] = task.setup
     return out
 
 

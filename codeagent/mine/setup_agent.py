@@ -31,8 +31,8 @@ def setup_config(**overrides: Any):
 
 
 def repairable(task: Task, reason: str) -> bool:
-    environment = task.extra.get("environment")
-    return (isinstance(environment, dict) and "language" not in environment and "setup" not in task.extra
+    environment = task.environment
+    return (isinstance(environment, dict) and "language" not in environment and task.setup is None
             and reason.startswith(REPAIRABLE))
 
 
@@ -44,7 +44,7 @@ def setup_prompt(task: Task, reason: str) -> str:
     tests = sorted({diff.new or diff.old or "" for diff in parse(task.test_patch or "")} - {""})
     template = Environment(undefined=StrictUndefined, keep_trailing_newline=True).from_string(
         asset_path("prompts", "mine", "setup_environment.j2").read_text())
-    return template.render(environment=json.dumps(task.extra["environment"], indent=2), reason=reason,
+    return template.render(environment=json.dumps(task.environment, indent=2), reason=reason,
                            tests=", ".join(tests) or "(none named)", file=SETUP_FILE)
 
 
@@ -67,12 +67,11 @@ def finding(patch: str) -> dict[str, list[str]]:
 
 
 def with_setup(task: Task, found: dict[str, list[str]], model: str) -> Task:
-    """The task with the finding in its environment (added to what it had) and in `extra["setup"]`."""
-    environment: dict[str, Any] = dict(task.extra["environment"])
+    """The task with the finding in its environment (added to what it had) and in `setup`."""
+    environment: dict[str, Any] = dict(task.environment) if isinstance(task.environment, dict) else {}
     for key, values in found.items():
         environment[key] = list(dict.fromkeys([*(environment.get(key) or []), *values]))
-    return task.model_copy(update={"extra": {**task.extra, "environment": environment,
-                                             "setup": {"model": model, "found": found}}})
+    return task.model_copy(update={"environment": environment, "setup": {"model": model, "found": found}})
 
 
 def find_setup(task: Task, reason: str, model, config) -> Task:

@@ -139,7 +139,7 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
              cancel: threading.Event | None = None) -> Validation:
     """Run the candidate task (see the module docstring); Skip with the reason when it is not kept.
     `log_dir`: where the build logs and each run's test log go. The files the candidate holds aside
-    (`extra["held"]`: lockfiles, generated files) join the gold patch only when the tests need them: a test
+    (`held`: lockfiles, generated files) join the gold patch only when the tests need them: a test
     still fails with the fix alone (or none changes) and more pass with them.
     `cancel` set: Interrupted at the next step (the containers in flight are the caller's to stop)."""
     say = phase or (lambda text: None)
@@ -156,7 +156,7 @@ def validate(task: Task, *, reruns: int = RERUNS, log_dir: Path | None = None, p
     plan = replace(grading.plan, fail_to_pass=[], pass_to_pass=[], network=False)
     runner = _Runner(task, grading, plan, source, reruns, log_dir, say, cancel)
     base = runner.side("base", "")
-    held = task.extra.get("held") or {}
+    held = task.held or {}
     first: Validation | None = None
     try:
         first = runner.finish(base, task.gold_patch or "", [])
@@ -224,7 +224,7 @@ class _Runner:
             raise Skip("no test results in any run: the tests do not run in this environment")
         if not any(run["passed"] for run in self.runs):  # not even with the fix: they cannot run here (an import fails...)
             raise Skip("no test passed in any run: the tests do not run in this environment")
-        environment = self.task.extra.get("environment") or {}
+        environment = self.task.environment if isinstance(self.task.environment, dict) else {}  # the miner's: a mapping
         compiled = environment.get("language") not in (None, "python")
         f2p, p2p, flaky = lists_from_runs(base, gold, touched_tests(self.task.test_patch or "") if compiled else None)
         if not f2p:

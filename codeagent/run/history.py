@@ -6,7 +6,7 @@ A copy: a git bundle of those refs, made from the user's object store (read, nev
 repository's configuration, hooks or other refs (stash, notes, replace); nothing the agent does reaches the
 user's repository. Evaluation and training never call this: their sandboxes stay sealed (one commit, no
 history newer than the task's base). `agent.repository_history: false` seals `solve` too. What was given is
-recorded in the trajectory (the task's `extra["repository_history"]`).
+recorded in the trajectory (the task's `repository_history`).
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def _solve_one(task: Task, config: Config, model: Model, events: EventBus, sandb
 
 def recorded_history(task: Task, given: dict) -> Task:
     """The task as the trajectory records it: with what history its sandbox had (run/history.py)."""
-    return task.model_copy(update={"extra": {**task.extra, "repository_history": given}})
+    return task.model_copy(update={"repository_history": given})
 
 
 def continue_with_session_model(config: Config, session: Trajectory, flags: dict) -> None:

@@ -98,7 +98,7 @@ def _test_command(task: Task, config: Config) -> tuple[str | None, str, str]:
     if config.scaling.test_command:
         return config.scaling.test_command, "pytest", "scaling.test_command"
     if task.test_command:
-        return task.test_command, str(task.extra.get("log_parser") or "pytest"), "the task's test_command"
+        return task.test_command, task.log_parser or "pytest", "the task's test_command"
     if _has_environment(task):
         return None, "", ""
     from ..harness import test_report

@@ -7,5 +7,5 @@ One job per module:
     app.py          the HTTP routes and their refusals (Host, origin, method, content type, body size)
     connections.py  uvicorn's connection with a cap on connections and a deadline for each request to arrive
     chat.py         the request -> response logic, independent of HTTP; schema.py the request's shape
-    commands.py     the `codeagent serve` command
+    commands.py     the work of `codeagent serve` (its click definition: cli/serve_command.py)
 """

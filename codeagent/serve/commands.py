@@ -1,4 +1,5 @@
-"""`codeagent serve` (click; the model, Starlette and uvicorn are imported inside the command)."""
+"""The work of `codeagent serve` (its click definition: cli/serve_command.py). The model, Starlette and
+uvicorn are imported inside the function."""
 
 from __future__ import annotations
 
@@ -14,26 +15,11 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
-@click.command("serve")
-@click.option("--model", "model", required=True, help="A model directory or hub id, or an adapter directory.")
-@click.option("--adapter", default=None, help="A PEFT adapter directory to apply to --model.")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--name", default="codeagent", show_default=True, help="The model name clients use.")
-@click.option("--max-tokens", default=1024, show_default=True, type=click.IntRange(min=1),
-              help="Default and largest reply (tokens).")
-@click.option("--device", default=None, help="torch device (default: cuda if available, else cpu).")
-@click.option("--threads", default=None, type=int, help="torch CPU threads.")
-@click.option("--max-request-mb", default=4.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Largest request body (MiB); larger ones get 413.")
-@click.option("--max-connections", default=8, show_default=True, type=click.IntRange(min=1),
-              help="Connections served at once; more get 503.")
-@click.option("--allow-host", "allowed_hosts", multiple=True, metavar="NAME",
-              help="Another name clients reach this server by (the Host header; default: loopback names and --host).")
-def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_tokens: int,
-          device: str | None, threads: int | None, max_request_mb: float, max_connections: int,
-          allowed_hosts: tuple[str, ...]) -> None:
-    """Serve a model (with its adapter) over an OpenAI-compatible chat API with tool calling."""
+def serve_model(model: str, adapter: str | None, *, host: str, port: int, name: str, max_tokens: int,
+                device: str | None, threads: int | None, max_request_mb: float, max_connections: int,
+                allowed_hosts: tuple[str, ...]) -> None:
+    """Load the model (and adapter) and serve it in the foreground until Ctrl-C; exit 3 with the reason when
+    it cannot load or listen."""
     import importlib.util
 
     if importlib.util.find_spec("uvicorn") is None or importlib.util.find_spec("starlette") is None:
@@ -60,16 +46,3 @@ def serve(model: str, adapter: str | None, host: str, port: int, name: str, max_
         forget_handled_interrupt()
     finally:
         server.stop()
-
-
-def main() -> None:
-    """`python -m codeagent.serve.commands serve ...`, the command without the rest of the CLI."""
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    root = click.Group(commands={"serve": serve})
-    root(prog_name="codeagent")
-
-
-if __name__ == "__main__":
-    main()

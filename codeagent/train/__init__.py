@@ -12,7 +12,8 @@ One job per module:
     dry_run.py    `train sft|dpo --dry-run`; recipe_notes.py the memory notes in the GPU recipes
     grade.py      `codeagent traj grade`: stored runs graded by the harness into verdicts and rewards
     tiny.py toy.py   a tiny model built offline; the toy family's demonstrations and model (its tasks: data/toy.py)
-    commands.py   `codeagent train sft|dpo|grpo|merge|tiny` and `codeagent traj grade`
+    commands.py   the work of `codeagent train sft|dpo|grpo|merge` and `codeagent traj grade` (the click
+                  definitions: cli/train_commands.py, cli/traj_commands.py)
 
 Nothing here imports torch or TRL at module level except the trainer modules themselves.
 """

@@ -1,4 +1,5 @@
-"""`codeagent train sft|dpo|grpo|merge|tiny` and `codeagent traj grade` (click; heavy imports inside commands)."""
+"""The work of `codeagent train sft|dpo|grpo|merge` and `codeagent traj grade` (their click definitions:
+cli/train_commands.py, cli/traj_commands.py). Heavy imports (torch, TRL) inside the functions."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
-def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
+def train_method(method: str, config: str, overrides: tuple[str, ...]) -> None:
+    """Train with a recipe of `method`; a problem the user can fix exits 3 in one line, Ctrl-C 130."""
     import importlib
     import logging
 
@@ -43,25 +45,7 @@ def _run(method: str, config: str, overrides: tuple[str, ...]) -> None:
     click.echo(f"try it: codeagent serve --model {adapter}", err=True)
 
 
-_recipe = click.option("--config", "-c", "config", required=True, metavar="RECIPE",
-                       help="A recipe file (train/*.yaml) or the name of a bundled one, e.g. sft-tiny.")
-_overrides = click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
-
-
-@click.group("train")
-def train_group() -> None:
-    """Fine-tune the model behind codeagent on its trajectories (TRL + PEFT LoRA).
-
-    Each method reads a recipe (train/*.yaml); KEY=VALUE arguments override it, e.g.
-    `trainer.learning_rate=1e-4 lora.r=8 data.resolved=null`. Runs resume from their last checkpoint.
-    """
-
-
-_dry_run = click.option("--dry-run", is_flag=True, help="Print what would be trained (recipe, model, data counts, "
-                        "output) and exit; load and train nothing.")
-
-
-def _dry_run_plan(method: str, config: str, overrides: tuple[str, ...]) -> None:
+def dry_run_plan(method: str, config: str, overrides: tuple[str, ...]) -> None:
     """Exit 0 when the run could start, 3 with the reasons when it could not."""
     from . import TrainError
     from .dry_run import plan
@@ -80,51 +64,9 @@ def _dry_run_plan(method: str, config: str, overrides: tuple[str, ...]) -> None:
     click.echo("dry run: nothing trained; drop --dry-run to train", err=True)
 
 
-@train_group.command("sft")
-@_recipe
-@_dry_run
-@_overrides
-def sft_command(config: str, dry_run: bool, overrides: tuple[str, ...]) -> None:
-    """Supervised fine-tuning on resolved trajectories (assistant tokens only)."""
-    if dry_run:
-        _dry_run_plan("sft", config, overrides)
-    else:
-        _run("sft", config, overrides)
-
-
-@train_group.command("dpo")
-@_recipe
-@_dry_run
-@_overrides
-def dpo_command(config: str, dry_run: bool, overrides: tuple[str, ...]) -> None:
-    """DPO on resolved vs unresolved trajectories of the same task."""
-    if dry_run:
-        _dry_run_plan("dpo", config, overrides)
-    else:
-        _run("dpo", config, overrides)
-
-
-@train_group.command("grpo")
-@_recipe
-@click.option("--dry-run", is_flag=True,
-              help="Print the estimated memory per device and whether the recipe fits; load and run nothing.")
-@click.option("--device-memory", default=80.0, show_default=True, type=click.FloatRange(min=1),
-              help="--dry-run: GiB of memory per device.")
-@click.option("--prompt-tokens", default=4096, show_default=True, type=click.IntRange(min=1),
-              help="--dry-run: tokens of the first prompt (system prompt, tools and the issue).")
-@click.option("--devices", default=1, show_default=True, type=click.IntRange(min=1),
-              help="--dry-run: devices the weights are sharded over (with --sharded).")
-@click.option("--sharded", is_flag=True, help="--dry-run: weights sharded over --devices (ZeRO-3 / FSDP).")
-@click.option("--accelerate-config", default=None, type=click.Path(dir_okay=False),
-              help="--dry-run: the accelerate config to estimate for (default: the recipe's "
-                   "distributed.accelerate_config, else one device).")
-@_overrides
-def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens: int, devices: int,
-                 sharded: bool, accelerate_config: str | None, overrides: tuple[str, ...]) -> None:
-    """Online GRPO: rollouts are agent runs in sandboxes, rewarded by the harness."""
-    if not dry_run:
-        _run("grpo", config, overrides)
-        return
+def grpo_memory_plan(config: str, overrides: tuple[str, ...], *, device_memory: float, prompt_tokens: int,
+                     devices: int, sharded: bool, accelerate_config: str | None) -> None:
+    """`train grpo --dry-run`: the memory per device and whether the recipe fits; exit 3 with the reason if not."""
     from . import TrainError
     from .dry_run import missing_model
     from .grpo import runnable
@@ -149,11 +91,8 @@ def grpo_command(config: str, dry_run: bool, device_memory: float, prompt_tokens
     click.echo("fits", err=True)
 
 
-@train_group.command("merge")
-@click.argument("adapter")
-@click.argument("output_dir")
-def merge_command(adapter: str, output_dir: str) -> None:
-    """Fold a trained adapter into its base model and save the result to OUTPUT_DIR."""
+def merge(adapter: str, output_dir: str) -> None:
+    """Fold a trained adapter into its base model, saved to `output_dir`."""
     from . import TrainError
     from .modeling import merge_adapter
 
@@ -161,32 +100,6 @@ def merge_command(adapter: str, output_dir: str) -> None:
         click.echo(merge_adapter(adapter, output_dir))
     except TrainError as error:
         _fail(str(error))
-
-
-@train_group.command("tiny")
-@click.argument("output_dir")
-@click.option("--vocab", default=1024, show_default=True, help="Tokenizer vocabulary size.")
-@click.option("--toy-store", default=None, help="Also train the tokenizer on the trajectories in this store.")
-def tiny_command(output_dir: str, vocab: int, toy_store: str | None) -> None:
-    """Build a tiny random model and tokenizer offline (for the tiny recipes and tests)."""
-    from .toy import build_toy_model
-
-    click.echo(build_toy_model(output_dir, toy_store, vocab_size=vocab))
-
-
-@train_group.command("toy-demos")
-@click.argument("store_dir")
-@click.option("--tasks", "count", default=None, type=click.IntRange(min=1),
-              help="How many of the toy family's tasks (evals/toy/family.yaml) to demonstrate  [default: all: a "
-                   "policy SFT-ed on fewer does not open the other tasks' turns with a tool call]")
-def toy_demos_command(store_dir: str, count: int | None) -> None:
-    """Record scripted runs of every candidate edit of the toy tasks, graded by their hidden tests, into
-    STORE_DIR (one in four is right): what sft-tiny-toy trains the tiny model on (needs Docker)."""
-    from ..data.toy import toy_tasks
-    from .toy import record_demonstrations
-
-    ids = record_demonstrations(store_dir, tasks=toy_tasks(count))
-    click.echo(f"{len(ids)} demonstrations in {store_dir}")
 
 
 def grade_runs(store_dir: str | None, ids: tuple[str, ...], tasks: str | None, tasks_format: str,
@@ -221,16 +134,3 @@ def grade_runs(store_dir: str | None, ids: tuple[str, ...], tasks: str | None, t
     click.echo(f"graded {graded} of {len(results)} run(s)", err=True)
     if not graded:
         sys.exit(EXIT_USER_ERROR)
-
-
-def main() -> None:
-    """`python -m codeagent.train.commands train ...` before the group is mounted in cli/__init__.py."""
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # unwind: sandboxes removed
-    root = click.Group(commands={"train": train_group})
-    root(prog_name="codeagent")
-
-
-if __name__ == "__main__":
-    main()

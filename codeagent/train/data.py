@@ -324,8 +324,8 @@ def rl_tasks(data: DataSection, side: str | None = None) -> list[Any]:
 def _from_mirror(task, repos: Path):
     """A SWE-bench task's repository from its mirror under data.repos (DIR/owner/name), where there is one.
     (Tasks of the other formats run in their images.)"""
-    mirror = repos / str(task.extra.get("swebench_repo"))
-    if task.extra.get("task_format", "swebench") != "swebench" or not mirror.exists():
+    mirror = repos / str(task.swebench_repo)
+    if (task.task_format or "swebench") != "swebench" or not mirror.exists():
         return task
     return task.model_copy(update={"repo": str(mirror)})
 

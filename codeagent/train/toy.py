@@ -79,7 +79,7 @@ def record_demonstrations(store_dir: str | Path, operators_per_task: dict[str, l
 
     def record(job) -> str:
         task, operator = job
-        text = command.format(operator=operator, verb=task.extra.get("toy_verb")) if command else None
+        text = command.format(operator=operator, verb=task.toy_verb) if command else None
         model = ScriptedModel(demo_turns(operator, text), name=f"scripted-toy-{operator}")
         agent = Agent(model, config, store=store)
         hidden = task.model_copy(update={"test_patch": None, "gold_patch": None})
@@ -102,7 +102,7 @@ def balanced_operators(tasks: list, candidates: list[str]) -> dict[str, list[str
     seen: dict[str, int] = {}
     chosen = {}
     for task in tasks:
-        right = task.extra["toy_operator"]
+        right = task.toy_operator
         chosen[task.instance_id] = [candidates[seen.get(right, 0) % len(candidates)]]
         seen[right] = seen.get(right, 0) + 1
     return chosen

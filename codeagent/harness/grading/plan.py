@@ -186,7 +186,7 @@ def own_plan(task: Task) -> TestPlan:
     """The plan of a task graded by its own `test_command` (the toy tasks; a base-image sandbox)."""
     if not task.test_command:
         raise NoTestCommand(f"task {task.instance_id} has no test_command to grade with in the sandbox")
-    return TestPlan(task.test_command, task.extra.get("log_parser", "pytest"), OWN_COMMAND_TIMEOUT,
+    return TestPlan(task.test_command, task.log_parser or "pytest", OWN_COMMAND_TIMEOUT,
                     list(task.FAIL_TO_PASS), list(task.PASS_TO_PASS), test_patch=task.test_patch or "")
 
 

@@ -79,7 +79,7 @@ def r2e_grade(log: str, expected: dict[str, str], run) -> GradeReport:
 
 def _r2e_verdict(task: Task):
     def verdict(env, run, plan) -> GradeReport:
-        return r2e_grade(run.log, task.extra.get("expected_output") or {}, run)
+        return r2e_grade(run.log, task.expected_output or {}, run)
 
     return verdict
 

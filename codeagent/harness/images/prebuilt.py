@@ -68,31 +68,30 @@ def with_registry(name: str, registry: str | None) -> str:
 
 def mark(tasks: list[Task], source: str = "build", namespace: str | None = None,
          registry: str | None = None) -> list[Task]:
-    """The tasks with the image choice recorded on them (task.extra["images"]), so it travels with
+    """The tasks with the image choice recorded on them (task.images), so it travels with
     the task to any worker. Tasks whose format names their image (SWE-Gym, SWE-smith, R2E-Gym) run
     in it whatever `source` says; with `official`, SWE-bench tasks run in the official images."""
     if source not in SOURCES:
         raise ValueError(f"unknown image source {source!r}; use one of {', '.join(SOURCES)}")
     marked = []
     for task in tasks:
-        if source == "official" or task.extra.get("docker_image"):
-            choice = {"source": "official" if source == "official" and not task.extra.get("docker_image")
+        if source == "official" or task.docker_image:
+            choice = {"source": "official" if source == "official" and not task.docker_image
                       else "prebuilt", "namespace": namespace or OFFICIAL_NAMESPACE, "registry": registry or ""}
-            task = task.model_copy(update={"extra": {**task.extra, "images": choice}})
+            task = task.model_copy(update={"images": choice})
         marked.append(task)
     return marked
 
 
 def layout(task: Task) -> str:
-    kind = task.extra.get("task_format") or "swebench"
+    kind = task.task_format or "swebench"
     return "swebench" if kind == "swe-gym" or kind not in LAYOUTS else kind
 
 
 def remote_image(task: Task) -> str:
     """The name to pull, through the configured mirror when there is one."""
-    choice = task.extra.get("images", {})
-    name = task.extra.get("docker_image") or official_image(task.instance_id, choice.get("namespace")
-                                                             or OFFICIAL_NAMESPACE)
+    choice = task.images or {}
+    name = task.docker_image or official_image(task.instance_id, choice.get("namespace") or OFFICIAL_NAMESPACE)
     return with_registry(name, choice.get("registry"))
 
 
@@ -146,7 +145,7 @@ def prepare(task: Task, log_dir: Path | None = None) -> PrebuiltImages:
     base_env = docker_client().images.get(image_id).attrs.get("Config", {}).get("Env") or []
     kind = layout(task)
     env = _layer_env(kind, dict(item.split("=", 1) for item in base_env if "=" in item))
-    files = {BUG_PATCH: task.extra["bug_patch"].encode()} if kind == "swe-smith" else {}
+    files = {BUG_PATCH: _bug_patch(task).encode()} if kind == "swe-smith" else {}
     script = prepare_script(kind)
     built = []
     layer = Layer(tag=_tag(image_id, script, env, files), parent=image_id, script=script, env=env, files=files,
@@ -165,6 +164,12 @@ def prepare(task: Task, log_dir: Path | None = None) -> PrebuiltImages:
     except LayerBuildError as error:
         raise PrebuiltImageError(f"preparing {remote} failed: {str(error).splitlines()[0][:300]}") from None
     return PrebuiltImages(remote, layer.tag, agent, built)
+
+
+def _bug_patch(task: Task) -> str:
+    if task.bug_patch is None:
+        raise PrebuiltImageError(f"task {task.instance_id}: a SWE-smith task without its bug_patch")
+    return task.bug_patch
 
 
 def _tag(parent: str, script: str, env: dict[str, str], files: dict[str, bytes]) -> str:

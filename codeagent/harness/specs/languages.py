@@ -17,9 +17,9 @@ version string, often the PR number). Every layer field is optional:
     log_parser         a parser of harness/logs/parsers.py's PARSERS
     test_timeout       seconds
 
-A task is a language task when its own `extra["environment"]` names a `language`, or its repository
-(`extra["swebench_repo"]`, else `repo` as owner/name) has a file here. Resolved field by field, later
-wins: the file's defaults < the file's version < the task's own `extra["environment"]`.
+A task is a language task when its own `environment` names a `language`, or its repository
+(`swebench_repo`, else `repo` as owner/name) has a file here. Resolved field by field, later
+wins: the file's defaults < the file's version < the task's own `environment`.
 """
 
 from __future__ import annotations
@@ -167,8 +167,8 @@ def _load(root: str, stamps: tuple[tuple[str, int, int], ...]) -> tuple[tuple[st
 
 
 def task_environment(task: Task) -> dict[str, Any] | None:
-    """The task's own `extra["environment"]` as a mapping (it may come as JSON text), or None."""
-    raw = task.extra.get("environment")
+    """The task's own `environment` as a mapping (it may come as JSON text), or None."""
+    raw = task.environment
     return None if raw is None else task_mapping(raw, task.instance_id, "environment")
 
 

@@ -15,9 +15,7 @@ _PARSER_PREFIX = "parse_log_"
 
 def task_override(task: Task) -> tuple[EnvSpec | None, list[str]]:
     """The task's own install config as a layer, and notes on what in it we cannot honour."""
-    raw = task.extra.get("install_config")
-    if raw is None:
-        raw = task.extra.get("environment")
+    raw = task.install_config if task.install_config is not None else task.environment
     if raw is None:
         return None, []
     return _normalize_override(task_mapping(raw, task.instance_id, "install_config"), task.instance_id)

@@ -6,7 +6,7 @@ resolved for one task, field by field, in this order (later wins):
 
     _common defaults < repo defaults < version < on_python[used] (repo, then version) < the task's own
 
-The task's own config comes from `task.extra["install_config"]` or `task.extra["environment"]` (a
+The task's own config comes from `task.install_config` or `task.environment` (a
 mapping or its JSON text). It may use our field names or SWE-bench / SWE-rebench names (`packages`,
 `reqs_path`, `eval_commands`, `env_vars`, `nano_cpus`, `apt-pkgs`, a `parse_log_*` parser...). A
 task with a complete config needs no repo file at all.
@@ -118,10 +118,9 @@ def choose_python(requested: str, pythons: list[PythonImage], minimum: str | Non
 
 
 def repo_name(task: Task) -> str:
-    """`owner/name` of a task's repository: extra["swebench_repo"], else parsed from a GitHub URL."""
-    name = task.extra.get("swebench_repo")
-    if name:
-        return str(name)
+    """`owner/name` of a task's repository: its swebench_repo, else parsed from a GitHub URL."""
+    if task.swebench_repo:
+        return task.swebench_repo
     match = re.search(r"github\.com[/:]([^/]+/[^/]+?)(?:\.git)?/?$", task.repo)
     if match:
         return match.group(1)
