@@ -8,8 +8,8 @@ import click
 from codeagent.cli import cli
 
 NOT_YET_MOVED: set[str] = set()  # paths of groups still defined outside cli/: none
-# commands (not groups) still defined outside cli/: `eval select` is loaded lazily from evals/select.py
-COMMANDS_NOT_YET_MOVED = {"codeagent eval select"}
+# commands (not groups) still defined outside cli/: none
+COMMANDS_NOT_YET_MOVED: set[str] = set()
 
 
 def groups(group: click.Group, path: str = "codeagent") -> dict[str, str]:

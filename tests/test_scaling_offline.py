@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from codeagent.evals.select import select_command
+from codeagent.cli.eval_commands import select_command
 from codeagent.scaling.offline import evaluate, load_candidates, write_candidates
 from codeagent.scaling.types import Candidate
 from tests.support.calc_edits import FIX, FIX_COMMENTED, OTHER_FIX, diff

@@ -9,7 +9,7 @@ import json
 from click.testing import CliRunner
 
 import codeagent.models as models
-from codeagent.evals.select import select_command
+from codeagent.cli.eval_commands import select_command
 from codeagent.models import ScriptedModel
 from codeagent.scaling.methods import agreement, choosable, values
 from codeagent.scaling.offline import write_candidates

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..run.scaling_flags import scaling_options, scaling_overrides
+from ..scaling.selection import POLICIES
 
 
 def _executor_options(command):
@@ -52,21 +53,7 @@ def _selection_options(command):
     return command
 
 
-class _LazyGroup(click.Group):
-    """`select` is imported only when used, so `codeagent --help` does not load what it needs."""
-
-    def list_commands(self, ctx):
-        return sorted([*super().list_commands(ctx), "select"])
-
-    def get_command(self, ctx, name):
-        if name == "select":
-            from ..evals.select import select_command
-
-            return select_command
-        return super().get_command(ctx, name)
-
-
-@click.group("eval", cls=_LazyGroup)
+@click.group("eval")
 def eval_group() -> None:
     """Grade predictions (an offline SWE-bench harness), run the agent on benchmarks, and compare
     selection policies offline."""
@@ -214,3 +201,31 @@ class _errors:
             click.echo(f"error: {exc}", err=True)
             sys.exit(3)
         return False
+
+
+@eval_group.command("select")
+@click.option("--candidates", "candidates_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="JSONL: one Candidate per line, with `resolved` known.")
+@click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
+              help="A policy to measure (repeatable; default: all).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random policy.")
+@click.option("--top-k", type=int, default=3, show_default=True, help="The judge's shortlist in hybrid.")
+@click.option("--dataset", help="The instances' dataset: their issues (what a tournament's judge reads); with "
+              "--repos, patches are also normalized against each instance's base tree.")
+@click.option("--judge-model", help="The tournament's pairwise judge (a model spec: hf:PATH, a litellm id...); "
+              "without it the tournament is the hybrid order.")
+@click.option("--repos", type=click.Path(file_okay=False), help="Local mirrors: DIR/owner/name git repositories.")
+@click.option("--per-instance", is_flag=True, help="Also print a row per instance.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the numbers as JSON here.")
+def select_command(candidates_file, policies, seed, top_k, dataset, judge_model, repos, per_instance,
+                   json_out) -> None:
+    """Re-run selection over stored candidates with known outcomes: Best@N per policy vs Pass@N."""
+    from ..evals.select import SelectError, select_report
+
+    if repos and not dataset:
+        raise click.UsageError("--dataset and --repos go together")
+    try:
+        select_report(candidates_file, policies, seed=seed, top_k=top_k, dataset=dataset, judge_model=judge_model,
+                      repos=repos, per_instance=per_instance, json_out=json_out)
+    except SelectError as exc:
+        raise click.ClickException(str(exc)) from None

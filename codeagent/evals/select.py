@@ -1,43 +1,31 @@
-"""`codeagent eval select`: re-run selection over stored candidates with known outcomes."""
+"""`codeagent eval select`'s work (its command: cli/eval_commands.py): re-run selection over stored candidates
+with known outcomes, Best@N per policy against Pass@N. A user's mistake raises SelectError with what to fix."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import click
-
-from ..scaling.offline import DEFAULT_POLICIES, evaluate, load_candidates, print_report
-from ..scaling.selection import POLICIES
+from typing import Any
 
 
-@click.command("select")
-@click.option("--candidates", "candidates_file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="JSONL: one Candidate per line, with `resolved` known.")
-@click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
-              help="A policy to measure (repeatable; default: all).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random policy.")
-@click.option("--top-k", type=int, default=3, show_default=True, help="The judge's shortlist in hybrid.")
-@click.option("--dataset", help="The instances' dataset: their issues (what a tournament's judge reads); with "
-              "--repos, patches are also normalized against each instance's base tree.")
-@click.option("--judge-model", help="The tournament's pairwise judge (a model spec: hf:PATH, a litellm id...); "
-              "without it the tournament is the hybrid order.")
-@click.option("--repos", type=click.Path(file_okay=False), help="Local mirrors: DIR/owner/name git repositories.")
-@click.option("--per-instance", is_flag=True, help="Also print a row per instance.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the numbers as JSON here.")
-def select_command(candidates_file, policies, seed, top_k, dataset, judge_model, repos, per_instance,
-                   json_out) -> None:
-    """Re-run selection over stored candidates with known outcomes: Best@N per policy vs Pass@N."""
+class SelectError(ValueError):
+    """Input that cannot be selected over (a bad file, a missing repository...): the message says which."""
+
+
+def select_report(candidates_file: str, policies: Sequence[str], *, seed: int = 0, top_k: int = 3,
+                  dataset: str | None = None, judge_model: str | None = None, repos: str | None = None,
+                  per_instance: bool = False, json_out: str | None = None) -> dict[str, Any]:
+    """Print the report (and write it as JSON to `json_out`); returns the numbers."""
+    from ..scaling.offline import DEFAULT_POLICIES, evaluate, load_candidates, print_report
+
     try:
         groups = load_candidates(candidates_file)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise SelectError(str(exc)) from None
     if not groups:
-        raise click.ClickException(f"{candidates_file} holds no candidate")
+        raise SelectError(f"{candidates_file} holds no candidate")
     readers, issues, pair_judge = None, None, None
-    if repos and not dataset:
-        raise click.UsageError("--dataset and --repos go together")
     if dataset:
         tasks = _tasks(dataset, list(groups))
         issues = {task.instance_id: task.problem_statement for task in tasks}
@@ -49,6 +37,7 @@ def select_command(candidates_file, policies, seed, top_k, dataset, judge_model,
     print_report(result, per_instance=per_instance)
     if json_out:
         Path(json_out).write_text(json.dumps(result, indent=2))
+    return result
 
 
 def _tasks(dataset: str, instance_ids: list[str]) -> list:
@@ -57,7 +46,7 @@ def _tasks(dataset: str, instance_ids: list[str]) -> list:
     try:
         return load_tasks(dataset, instance_ids=instance_ids)
     except DatasetError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise SelectError(str(exc)) from None
 
 
 def _pair_judge(spec: str):
@@ -67,7 +56,7 @@ def _pair_judge(spec: str):
     try:
         return ModelPairJudge(make_model(spec))
     except ModelConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise SelectError(str(exc)) from None
 
 
 def _readers(tasks: list, repos: str) -> dict[str, Callable]:
@@ -80,9 +69,9 @@ def _readers(tasks: list, repos: str) -> dict[str, Callable]:
         try:
             path = repo_under(repos, task.swebench_repo, task.instance_id)
         except DatasetError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise SelectError(str(exc)) from None
         if not path.exists():
-            raise click.ClickException(f"{task.instance_id}: no repository at {path}")
+            raise SelectError(f"{task.instance_id}: no repository at {path}")
         readers[task.instance_id] = git_reader(_git_dir(path), task.base_commit or "HEAD")
     return readers
 
