@@ -28,13 +28,17 @@ def evolving_model() -> ScriptedModel:
     return ScriptedModel([decide] * 400)
 
 
+def evolving_session(repo, tmp_path, candidates: int) -> Session:
+    """Evolution with one run a round, each shown the best so far, selected by votes."""
+    config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
+                    scaling={"tts": "evolve", "candidates": candidates, "population": 1, "parents": 1,
+                             "max_parallel": 1, "verifiers": [], "policy": "vote"})
+    return Session(config, evolving_model(), repo=str(repo), mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
+
+
 @sync
 async def test_the_panel_follows_evolution_ctrl_c_stops_it_and_pick_chooses(make_repo, tmp_path):
-    repo = make_repo(FILES)
-    config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
-                    scaling={"tts": "evolve", "candidates": 40, "population": 1, "parents": 1, "max_parallel": 1,
-                             "verifiers": [], "policy": "vote"})
-    session = Session(config, evolving_model(), repo=str(repo), mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
+    session = evolving_session(make_repo(FILES), tmp_path, candidates=40)
     app = CodeagentApp(session)
     async with app.run_test(size=(140, 40)) as pilot:
         await type_line(pilot, "add() subtracts")
@@ -60,11 +64,7 @@ async def test_the_panel_follows_evolution_ctrl_c_stops_it_and_pick_chooses(make
 async def test_candidates_more_goes_on_from_where_the_method_stopped(make_repo, tmp_path):
     """/candidates more: evolution's next rounds, shown the best so far, under another budget; the selection is
     among every candidate (the votes of the new rounds decide a tie of the first)."""
-    repo = make_repo(FILES)
-    config = Config(agent={"localize": False}, trajectories_dir=str(tmp_path / "t"),
-                    scaling={"tts": "evolve", "candidates": 2, "population": 1, "parents": 1, "max_parallel": 1,
-                             "verifiers": [], "policy": "vote"})
-    session = Session(config, evolving_model(), repo=str(repo), mode="full-auto", store=TrajectoryStore(tmp_path / "t"))
+    session = evolving_session(make_repo(FILES), tmp_path, candidates=2)
     app = CodeagentApp(session)
     async with app.run_test(size=(140, 40)) as pilot:
         await send(pilot, "/candidates more")
