@@ -185,3 +185,46 @@ def test_the_test_report_prints_what_its_parser_reads_offline_in_the_toolchain_s
     statuses = parse_log(report.log_parser, result.output)
     assert statuses and set(statuses.values()) == {"PASSED"}, result.output[-2000:]
     assert any(test in found for found in statuses), statuses
+
+
+@pytest.mark.parametrize(("wrapper", "maven"), [(None, "3.9"), ("3.9.6", "3.9.6")])
+def test_maven_is_the_version_its_wrapper_states_else_the_newest_3_9(tmp_path, wrapper, maven):
+    """Debian's Maven (3.8) was the only one: every pom whose enforcer requires 3.9 (Apache's parent poms)
+    failed before a test ran."""
+    repo = toolchain_repo("maven", tmp_path)
+    if wrapper:
+        (repo / ".mvn" / "wrapper").mkdir(parents=True)
+        (repo / ".mvn" / "wrapper" / "maven-wrapper.properties").write_text(
+            "distributionUrl=https://repo.maven.apache.org/maven2/org/apache/maven/apache-maven/"
+            f"{wrapper}/apache-maven-{wrapper}-bin.zip\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "wrapper")
+    found = detect(snapshot(repo))
+    assert found is not None and found.variant is not None and found.variant.name == "maven"
+    assert found.pm_version == maven
+
+
+ENFORCER = """<plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-enforcer-plugin</artifactId>
+        <version>3.5.0</version>
+        <executions><execution><id>enforce-maven-version</id><goals><goal>enforce</goal></goals>
+          <configuration><rules><requireMavenVersion><version>[3.9,)</version></requireMavenVersion></rules></configuration>
+        </execution></executions>
+      </plugin>
+      <plugin>"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_a_pom_whose_enforcer_requires_maven_3_9_runs_its_tests_at_the_first_try(tmp_path):
+    """apache/commons-cli's parent pom requires Maven 3.9: with Debian's 3.8.7 its enforcer stopped the build
+    and no test ran (`sandbox run --repo` found none)."""
+    repo = toolchain_repo("maven", tmp_path)
+    pom = repo / "pom.xml"
+    pom.write_text(pom.read_text().replace("<plugin>", ENFORCER, 1))
+    git(repo, "commit", "-qam", "requires Maven 3.9")
+    proc = cli("sandbox", "run", "--repo", str(repo), cwd=tmp_path)
+    assert "tests: 1 passed (read as junit_xml)" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "(from Maven Central)" in next(line for line in proc.stderr.splitlines() if line.startswith("environment:"))
