@@ -228,3 +228,18 @@ def test_a_pom_whose_enforcer_requires_maven_3_9_runs_its_tests_at_the_first_try
     proc = cli("sandbox", "run", "--repo", str(repo), cwd=tmp_path)
     assert "tests: 1 passed (read as junit_xml)" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "(from Maven Central)" in next(line for line in proc.stderr.splitlines() if line.startswith("environment:"))
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run_at_the_first_try(tmp_path):
+    """As spdlog, utfcpp and snappy are: the tests behind `option(X_BUILD_TESTS ... OFF)` (none were built),
+    the benchmarks on by default from a submodule the snapshot lacks, GoogleTest as a submodule (both empty:
+    the configure step failed), and `find_package(Catch2 3)` (Debian bookworm's catch2 is 2.13)."""
+    repo = toolchain_repo("cmake", tmp_path)
+    for path in ("third_party/benchmark", "third_party/googletest"):  # gitlinks, as a clone without --recursive
+        git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},{path}")
+    git(repo, "commit", "-qm", "submodules")
+    proc = cli("sandbox", "run", "--repo", str(repo), cwd=tmp_path)
+    assert "tests: 2 passed (read as junit_xml)" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-2000:]
