@@ -243,3 +243,24 @@ def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run
     git(repo, "commit", "-qm", "submodules")
     proc = cli("sandbox", "run", "--repo", str(repo), cwd=tmp_path)
     assert "tests: 2 passed (read as junit_xml)" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_a_build_that_names_one_more_missing_artifact_each_round_gets_every_one(tmp_path):
+    """jhy/jsoup's offline build named what it lacked one at a time, four rounds: its dependencies, two API
+    signatures, then Surefire's provider; after three rounds the provider was never fetched and no test ran."""
+    from codeagent.harness.layers.layer import Layer, LayerNeeds
+    from codeagent.harness.toolchain.deps import missing_layer, with_missing
+
+    found = detect(snapshot(toolchain_repo("maven", tmp_path)))
+    lacking, builds = [f"mvn dependency:get -Dartifact=g:a{n}:1:jar" for n in range(5)], []
+
+    def build(layer: Layer) -> bytes:
+        if layer.needs is not None:
+            builds.append(layer)
+            if len(builds) <= len(lacking):
+                raise LayerNeeds(layer.tag, [lacking[len(builds) - 1]])
+        return b"built"
+
+    layer, output = with_missing(found, "codeagent/lang-java-deps:x", Layer(tag="codeagent/lang-java-build:x",
+                                 parent="p", script="true", needs=lambda text: []), build)
+    assert output == b"built" and layer.parent == missing_layer(found, "codeagent/lang-java-deps:x", lacking).tag
