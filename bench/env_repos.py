@@ -41,6 +41,8 @@ RESULTS = ROOT / "bench" / "results" / "env_repos.jsonl"
 MIRRORS = Path("/work/.mirror")
 COUNTED = re.compile(r"^tests: (.*) \(read as (\S+)\)$", re.M)
 BUILT = re.compile(r"^building the (.+?) layer ", re.M)
+# the mirror lacks a file of the commit (a snapshot may leave its largest blobs out): nothing was measured
+INCOMPLETE = re.compile(r"^error: git archive of .* failed: error: invalid object ", re.M)
 
 
 def mirror_of(repo: str, mirrors: Path) -> Path | None:
@@ -84,7 +86,8 @@ def first_try(repo: str, path: Path, timeout: float, env: dict[str, str], logs: 
     tests = next((text for text in err.splitlines() if text.startswith("the repository's tests: ")), "")
     return {"first_seconds": round(seconds, 1), "exit": code, "tests": counts, "parser": parser,
             "executed": sum(counts.values()) > 0, "environment": line[:400], "command": re.sub(r" \(read as \S+\)$", "", tests[24:])[:300],
-            "built": BUILT.findall(err), "warnings": [w[:300] for w in err.splitlines() if w.startswith("warning: ")]}
+            "built": BUILT.findall(err), "warnings": [w[:300] for w in err.splitlines() if w.startswith("warning: ")],
+            "mirror_incomplete": bool(INCOMPLETE.search(err))}
 
 
 def cached_starts(path: Path, python: Path, runs: int, env: dict[str, str]) -> tuple[float, float]:
@@ -116,8 +119,9 @@ def table(rows: dict[str, dict], ecosystems: dict[str, list[str]]) -> str:
             if row is None:
                 lines.append(f"| {ecosystem} | {repo} | not run | | | | |")
                 continue
-            if row.get("missing"):
-                lines.append(f"| {ecosystem} | {repo} | not fetched | | | | |")
+            if row.get("missing") or row.get("mirror_incomplete"):
+                said = "not fetched" if row.get("missing") else "not measured: its mirror lacks a file of the commit"
+                lines.append(f"| {ecosystem} | {repo} | {said} | | | | |")
                 continue
             counts = ", ".join(f"{n} {s}" for s, n in row["tests"].items()) or "none parsed"
             verdict = ("yes" if row["executed"] else "**no**") + f" ({counts})"
@@ -126,7 +130,7 @@ def table(rows: dict[str, dict], ecosystems: dict[str, list[str]]) -> str:
                          f"{row.get('cached', float('nan')):.2f} ({row.get('python_cached', float('nan')):.2f}) | "
                          f"{row.get('ratio', float('nan')):.2f}x | {said} |")
     for ecosystem, repos in ecosystems.items():
-        ran = [rows[r] for r in repos if r in rows and not rows[r].get("missing")]
+        ran = [rows[r] for r in repos if r in rows and not rows[r].get("missing") and not rows[r].get("mirror_incomplete")]
         if ran:
             ratios = [row["ratio"] for row in ran if row.get("ratio") == row.get("ratio")]
             lines.append(f"\n{ecosystem}: {sum(row['executed'] for row in ran)}/{len(ran)} run at the first try"
@@ -173,9 +177,10 @@ def main() -> None:
                 head = subprocess.run(["git", f"--git-dir={path if path.name != '.git' else path}", "rev-parse", "HEAD"],
                                       capture_output=True, text=True).stdout.strip()
                 row.update(commit=head, **first_try(repo, path, args.timeout, env, args.logs))
-                row["cached"], row["python_cached"] = cached_starts(path, python, args.runs, env)
-                row["ratio"] = round(row["cached"] / row["python_cached"], 2) if row["python_cached"] else None
-                row["cached"], row["python_cached"] = round(row["cached"], 2), round(row["python_cached"], 2)
+                if not row["mirror_incomplete"]:
+                    row["cached"], row["python_cached"] = cached_starts(path, python, args.runs, env)
+                    row["ratio"] = round(row["cached"] / row["python_cached"], 2) if row["python_cached"] else None
+                    row["cached"], row["python_cached"] = round(row["cached"], 2), round(row["python_cached"], 2)
                 row["load"] = round(os.getloadavg()[0], 2)
             with args.results.open("a") as out:
                 out.write(json.dumps(row) + "\n")

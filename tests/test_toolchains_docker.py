@@ -185,3 +185,82 @@ def test_the_test_report_prints_what_its_parser_reads_offline_in_the_toolchain_s
     statuses = parse_log(report.log_parser, result.output)
     assert statuses and set(statuses.values()) == {"PASSED"}, result.output[-2000:]
     assert any(test in found for found in statuses), statuses
+
+
+@pytest.mark.parametrize(("wrapper", "maven"), [(None, "3.9"), ("3.9.6", "3.9.6")])
+def test_maven_is_the_version_its_wrapper_states_else_the_newest_3_9(tmp_path, wrapper, maven):
+    """Debian's Maven (3.8) was the only one: every pom whose enforcer requires 3.9 (Apache's parent poms)
+    failed before a test ran."""
+    repo = toolchain_repo("maven", tmp_path)
+    if wrapper:
+        (repo / ".mvn" / "wrapper").mkdir(parents=True)
+        (repo / ".mvn" / "wrapper" / "maven-wrapper.properties").write_text(
+            "distributionUrl=https://repo.maven.apache.org/maven2/org/apache/maven/apache-maven/"
+            f"{wrapper}/apache-maven-{wrapper}-bin.zip\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "wrapper")
+    found = detect(snapshot(repo))
+    assert found is not None and found.variant is not None and found.variant.name == "maven"
+    assert found.pm_version == maven
+
+
+ENFORCER = """<plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-enforcer-plugin</artifactId>
+        <version>3.5.0</version>
+        <executions><execution><id>enforce-maven-version</id><goals><goal>enforce</goal></goals>
+          <configuration><rules><requireMavenVersion><version>[3.9,)</version></requireMavenVersion></rules></configuration>
+        </execution></executions>
+      </plugin>
+      <plugin>"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_a_pom_whose_enforcer_requires_maven_3_9_runs_its_tests_at_the_first_try(tmp_path):
+    """apache/commons-cli's parent pom requires Maven 3.9: with Debian's 3.8.7 its enforcer stopped the build
+    and no test ran (`sandbox run --repo` found none)."""
+    repo = toolchain_repo("maven", tmp_path)
+    pom = repo / "pom.xml"
+    pom.write_text(pom.read_text().replace("<plugin>", ENFORCER, 1))
+    git(repo, "commit", "-qam", "requires Maven 3.9")
+    proc = cli("sandbox", "run", "--repo", str(repo), cwd=tmp_path)
+    assert "tests: 1 passed (read as junit_xml)" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "(from Maven Central)" in next(line for line in proc.stderr.splitlines() if line.startswith("environment:"))
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
+def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run_at_the_first_try(tmp_path):
+    """As spdlog, utfcpp and snappy are: the tests behind `option(X_BUILD_TESTS ... OFF)` (none were built),
+    the benchmarks on by default from a submodule the snapshot lacks, GoogleTest as a submodule (both empty:
+    the configure step failed), and `find_package(Catch2 3)` (Debian bookworm's catch2 is 2.13)."""
+    repo = toolchain_repo("cmake", tmp_path)
+    for path in ("third_party/benchmark", "third_party/googletest"):  # gitlinks, as a clone without --recursive
+        git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},{path}")
+    git(repo, "commit", "-qm", "submodules")
+    proc = cli("sandbox", "run", "--repo", str(repo), cwd=tmp_path)
+    assert "tests: 2 passed (read as junit_xml)" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_a_build_that_names_one_more_missing_artifact_each_round_gets_every_one(tmp_path):
+    """jhy/jsoup's offline build named what it lacked one at a time, four rounds: its dependencies, two API
+    signatures, then Surefire's provider; after three rounds the provider was never fetched and no test ran."""
+    from codeagent.harness.layers.layer import Layer, LayerNeeds
+    from codeagent.harness.toolchain.deps import missing_layer, with_missing
+
+    found = detect(snapshot(toolchain_repo("maven", tmp_path)))
+    lacking, builds = [f"mvn dependency:get -Dartifact=g:a{n}:1:jar" for n in range(5)], []
+
+    def build(layer: Layer) -> bytes:
+        if layer.needs is not None:
+            builds.append(layer)
+            if len(builds) <= len(lacking):
+                raise LayerNeeds(layer.tag, [lacking[len(builds) - 1]])
+        return b"built"
+
+    layer, output = with_missing(found, "codeagent/lang-java-deps:x", Layer(tag="codeagent/lang-java-build:x",
+                                 parent="p", script="true", needs=lambda text: []), build)
+    assert output == b"built" and layer.parent == missing_layer(found, "codeagent/lang-java-deps:x", lacking).tag
