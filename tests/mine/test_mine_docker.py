@@ -69,7 +69,7 @@ def test_mine_with_the_ray_executor_validates_on_a_node_and_brings_the_logs_back
     assert (logs / "grade-gold" / "test_output.txt").is_file()
 
 
-LOOKUP = "import json\nfrom pathlib import Path\n\n\ndef lookup(name):\n    return json.loads((Path(__file__).parent.parent / 'table.generated.json').read_text())[name]\n"
+LOOKUP = "import json\nfrom pathlib import Path\n\n\ndef lookup(name):\n    return json.loads((Path(__file__).parent / 'table.generated.json').read_text())[name]\n"
 HELD_COMMITS = [
     ("table", {"calc.py": "def add(a, b):\n    return a + b\n", "table.generated.json": '{"a": 1}\n',
                "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"},
