@@ -14,7 +14,7 @@ and shapes in one invocation, repeat --run MODEL:GROUP:SEQUENCE[:BUDGET] (e.g. -
 model's architecture, tiny, on the device: CUDA context, cuBLAS, TRL's Triton kernels compiled), so the
 first measured model's tokens/s is not the one that pays for it (--no-warmup skips it).
 
-On CPU, in seconds (tests/test_gpu_script.py): python bench/gpu_grpo_step.py --tiny --out DIR
+On CPU, in seconds (tests/train/test_gpu_script.py): python bench/gpu_grpo_step.py --tiny --out DIR
 
 For each model (Qwen3-8B, Qwen2.5-Coder-7B-Instruct by default; Qwen3-32B: their config.json values in
 bench/data/model_configs/):

@@ -40,9 +40,9 @@ fi
 command -v debootstrap >/dev/null 2>&1 || { log "installing debootstrap"; apt_install debootstrap; }
 command -v git >/dev/null 2>&1 || apt_install git
 command -v tmux >/dev/null 2>&1 || apt_install tmux  # the TUI's real-terminal test
-# a local registry for the prebuilt-image tests (tests/test_prebuilt.py runs its own on 127.0.0.1)
+# a local registry for the prebuilt-image tests (tests/harness/test_prebuilt.py runs its own on 127.0.0.1)
 command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
-# headless Chromium and its WebDriver for the viewer's browser test (tests/test_view_browser.py)
+# headless Chromium and its WebDriver for the viewer's browser test (tests/view/test_view_browser.py)
 command -v chromium >/dev/null 2>&1 || apt_install chromium
 command -v chromedriver >/dev/null 2>&1 || apt_install chromium-driver
 

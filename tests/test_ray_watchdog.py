@@ -1,7 +1,7 @@
 """The watchdog of a local Ray without Ray: a driver process starts it on its private folder and starts a helper
 that holds a file open there (as Ray's daemons hold their logs), then is killed with SIGKILL. The helper, in a
 session of its own (out of reach of a signal to the driver's group), is stopped all the same, and the folder is
-removed; a driver that ends cleanly leaves nothing either. (tests/test_ray_executor.py does it with a real Ray.)"""
+removed; a driver that ends cleanly leaves nothing either. (tests/executors/test_ray_executor.py does it with a real Ray.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The test-time scaling flags that `solve` and `eval run` share: --tts, --select, --budget-tokens (the
-choices are the config's: tests/test_tts_cli.py holds them equal; written out here so that --help stays
+choices are the config's: tests/run/test_tts_cli.py holds them equal; written out here so that --help stays
 instant)."""
 
 from __future__ import annotations

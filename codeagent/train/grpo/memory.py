@@ -47,7 +47,7 @@ What was measured: bench/gpu_grpo_step.py on one H100 80GB (2026-11-26, torch 2.
 trl 1.16, peft 0.21; bench/results/gpu_grpo_step_h100_run1.json): Qwen3-8B and Qwen2.5-Coder-7B, bf16,
 LoRA r64 on all 7 projections, checkpointing, one 16,384-token sequence per micro-step (2,048 prompt),
 phases load / old logprobs / forward+backward / optimizer step, peak torch.cuda.max_memory_allocated;
-the activation counts above were checked against it (every phase within 2%: tests/test_train_memory.py).
+the activation counts above were checked against it (every phase within 2%: tests/train/test_train_memory.py).
 The no-gradient logprobs pass peaks in an MLP: the layer's input, residual and normed input, the LoRA
 input in fp32, and four I-wide tensors at once: (8 I + 10 H) bytes per token, beside autocast's cached
 16-bit copies of the fp32 LoRA weights (trainable x 2 bytes, kept until the forward ends). Not measured:
