@@ -15,7 +15,7 @@ from codeagent.data.errors import TaskFormatError
 from codeagent.data.loaders import load_tasks
 from codeagent.task import EXTRA_FIELDS, Task
 
-ROOT = Path(__file__).parent.resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 SWEBENCH_FIELDS = {"problem_statement", "base_commit", "instance_id", "hints_text", "test_patch", "FAIL_TO_PASS",
                    "PASS_TO_PASS", "version", "environment_setup_commit"}
 ROW_FILES = [*sorted((ROOT / "evals" / "mined").glob("*.jsonl")),
