@@ -97,7 +97,7 @@ def test_offline_selection_with_a_judge_model(tmp_path, monkeypatch):
     dataset.write_text(json.dumps({"instance_id": "t", "repo": "o/r", "base_commit": "abc", "problem_statement":
                                    "f must multiply", "patch": "", "test_patch": "", "FAIL_TO_PASS": "[]",
                                    "PASS_TO_PASS": "[]"}) + "\n")
-    monkeypatch.setitem(models.BACKENDS, "judge", "tests.test_tts_selection:multiplying_judge")
+    monkeypatch.setitem(models.BACKENDS, "judge", "tests.scaling.test_tts_selection:multiplying_judge")
     out = tmp_path / "out.json"
     result = CliRunner().invoke(select_command, ["--candidates", str(path), "--policy", "hybrid", "--policy",
                                                  "tournament", "--judge-model", "judge:x", "--dataset", str(dataset),

@@ -92,7 +92,7 @@ from types import SimpleNamespace
 from transformers import AutoTokenizer
 from codeagent.train.modeling import save_adapter
 from codeagent.train.recipe import load_recipe
-from tests.test_train_zero3_save import lora_model, saved_tensors, zero3_accelerator
+from tests.train.test_train_zero3_save import lora_model, saved_tensors, zero3_accelerator
 
 tiny, out = sys.argv[1], sys.argv[2]
 deepspeed.init_distributed(dist_backend="gloo")
