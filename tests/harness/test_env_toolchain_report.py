@@ -99,6 +99,9 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
     ({"package.json": package({"test": "node run.js"}, {"mocha": "10"}), ".mocharc.yml": "spec: lib\n",
       "lib/x.test.js": ""},
      "npx --no-install mocha --reporter json", "mocha_json"),
+    ({"package.json": json.dumps({"name": "x", "scripts": {"test": "node run.js"}, "devDependencies": {"mocha": "10"},
+                                  "mocha": {"spec": "lib/**/*.test.js"}}), "lib/x.test.js": ""},
+     "npx --no-install mocha --reporter json", "mocha_json"),
 ])
 def test_node_reports_by_the_runner_package_json_uses(make_repo, files, command, parser):
     report = test_report(snapshot(make_repo(files)))

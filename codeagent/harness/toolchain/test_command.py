@@ -112,7 +112,7 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
         runner = next((r for r in tool.runners if r.name in names), None)
         runner = runner or next((r for r in tool.runners
                                  if any(_match(name, f) for f in r.config_files for name in files.top)), None)
-        hit = _Found(runner, args=_spec_globs(runner, tool.evidence, files)) if runner else None
+        hit = _Found(runner, args=_spec_globs(runner, tool.evidence, files, manifest)) if runner else None
     if hit is None:
         return None
     exec_, run = (variant.exec if variant and variant.exec else "npx --no-install",
@@ -136,11 +136,12 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
     return ReportRecipe(command, hit.runner.test_report.log_parser)
 
 
-def _spec_globs(runner: Runner, extensions: tuple[str, ...], files: RepoFiles) -> tuple[str, ...]:
-    """For a runner that nothing tells where the tests are (no script, no configuration at the top) and that
-    looks only in a narrow default (mocha: test/*.js): when that default holds none of the repository's test
-    files (the language specs' test file names), globs of them by top folder, `lib/**/*.test.js`."""
-    if not runner.default_spec or any(_match(name, f) for f in runner.config_files for name in files.top):
+def _spec_globs(runner: Runner, extensions: tuple[str, ...], files: RepoFiles, manifest: dict) -> tuple[str, ...]:
+    """For a runner that nothing tells where the tests are (no script, no configuration at the top or under its
+    name in the manifest) and that looks only in a narrow default (mocha: test/*.js): when that default holds
+    none of the repository's test files (the language specs' test file names), globs of them by top folder."""
+    configured = runner.name in manifest or any(_match(name, f) for f in runner.config_files for name in files.top)
+    if not runner.default_spec or configured:
         return ()
     if any(_match(path, spec) and path.count("/") == spec.count("/") for path in files.all for spec in runner.default_spec):
         return ()
