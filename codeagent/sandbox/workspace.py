@@ -49,16 +49,24 @@ INSTALLED = "/etc/codeagent/installed"
 # were installed, the repository's test command (written by the harness, never by the repository's code).
 ENVIRONMENT_NOTE = "/etc/codeagent/environment.md"
 MAX_NOTE = 4000
-# Run inside the copied tree: make it a repository whose only commit is the task's base. On an image
-# that installed or built in the workdir, the tree's files are then made newer than what was built from
-# another commit's (a compiler that goes by times rebuilds them), and the index refreshed.
+# What an image's build step compiled from: `git ls-files -s` of its tree (mode, blob, path), the file's
+# time set to when the build started (harness/toolchain/deps.py writes it).
+BUILT_FROM = "/etc/codeagent/built-from"
+# Run inside the copied tree: make it a repository whose only commit is the task's base. On an image that
+# installed or built in the workdir, the tree's files are then made newer than what was built (a compiler
+# that goes by times rebuilds them), except the files the build compiled exactly as they are here: those
+# get the build's start time, older than its outputs, so the first build in a sandbox or a graded run
+# compiles only what differs. A path git quotes is left newer (rebuilt: the safe side). The index is
+# refreshed after.
 INIT_REPO_SCRIPT = (
     f"git init -q && {{ [ ! -f {INSTALLED} ] || cat {INSTALLED} >> .git/info/exclude; }} && "
     "git config gc.auto 0 && git config core.fileMode true && "
     "git add -A && git -c user.name=codeagent -c user.email=codeagent@localhost "
     "commit -q --no-verify --allow-empty -m \"codeagent base: $1\" && git tag " + BASE_TAG + " && "
     f"printf '%s\\n' {' '.join(repr(p) for p in IGNORED_DEBRIS)} >> .git/info/exclude && "
-    f"{{ [ ! -f {INSTALLED} ] || {{ git ls-files -z | xargs -0 -r touch -c -h -- && git update-index -q --refresh; }}; }}"
+    f"{{ [ ! -f {INSTALLED} ] || {{ git ls-files -z | xargs -0 -r touch -c -h -- && "
+    f"{{ [ ! -f {BUILT_FROM} ] || git -c core.quotePath=false ls-files -s | grep -Fx -f {BUILT_FROM} | cut -f2- "
+    f"| tr '\\n' '\\0' | xargs -0 -r touch -c -h -r {BUILT_FROM} --; }} && git update-index -q --refresh; }}; }}"
 )
 # Part of every prepared workspace's cache key, so a changed recipe prepares anew.
 WORKSPACE_RECIPE = hashlib.sha256(INIT_REPO_SCRIPT.encode()).hexdigest()[:8]

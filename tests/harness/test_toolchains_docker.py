@@ -233,6 +233,24 @@ def test_a_pom_whose_enforcer_requires_maven_3_9_runs_its_tests_at_the_first_try
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leaks")
+def test_what_the_image_built_is_not_built_again_in_the_sandbox_and_a_changed_file_is(tmp_path):
+    """The build layer compiled the tree; a sandbox on the same files found every target stale (each tracked
+    file touched newer than the build: magic_enum recompiled 24 of 24 objects in its first test run), and a
+    file that differs from the one the build compiled must still be rebuilt."""
+    repo = toolchain_repo("c", tmp_path)
+    probe = "make -q calc_test && echo UP-TO-DATE || echo STALE"
+    proc = cli("sandbox", "run", "--repo", str(repo), "--", probe, cwd=tmp_path)
+    assert "UP-TO-DATE" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    calc = repo / "calc.c"
+    calc.write_text(calc.read_text() + "\n/* changed after the image was built */\n")
+    git(repo, "commit", "-qam", "a change the build layer (keyed by the Makefile) has not seen")
+    proc = cli("sandbox", "run", "--repo", str(repo), "--", probe, cwd=tmp_path)
+    assert "STALE" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
 def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run_at_the_first_try(tmp_path):
     """As spdlog, utfcpp and snappy are: the tests behind `option(X_BUILD_TESTS ... OFF)` (none were built),
     the benchmarks on by default from a submodule the snapshot lacks, GoogleTest as a submodule (both empty:

@@ -32,7 +32,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...sandbox.workspace import INSTALLED, RepoSnapshot
+from ...sandbox.workspace import BUILT_FROM, INSTALLED, RepoSnapshot
 from ..layers.layer import Layer
 from ..specs.toolchains import Toolchain
 from .detect import Detected, RepoFiles
@@ -136,8 +136,20 @@ def build_script(found: Detected) -> str:
     build = (variant.build if variant and variant.build else "") or tool.build
     if not build:
         return ""
-    return (f"cd /testbed\nset +e\n(\nset -e\n{build}\n)\nstatus=$?\nset -e\n"
-            f"echo \"codeagent: the build step exited $status\"")
+    return (f"cd /testbed\nstarted=$(( $(date +%s) - 1 ))\nset +e\n(\nset -e\n{build}\n)\nstatus=$?\nset -e\n"
+            f"echo \"codeagent: the build step exited $status\"\n{record_built(BUILT_FROM)}")
+
+
+def record_built(path: str) -> str:
+    """What the build compiled from (`git ls-files -s`), dated at the build's start: sandbox/workspace.py's
+    INIT_REPO_SCRIPT keeps the files a sandbox's tree has the same older than the build's outputs. A tracked
+    file the build changed is left out (its outputs are not the committed file's): rebuilt."""
+    return (f'mkdir -p "$(dirname {path})"\n'
+            "git update-index -q --refresh >/dev/null 2>&1 || true\n"
+            "git -c core.quotePath=false ls-files -m > /tmp/codeagent-changed\n"
+            "git -c core.quotePath=false ls-files -s | awk -F '\\t' "
+            f"'FILENAME == ARGV[1] {{ changed[$0] = 1; next }} !($2 in changed)' /tmp/codeagent-changed - > {path}\n"
+            f'rm -f /tmp/codeagent-changed\ntouch -d "@$started" {path}')
 
 
 def build_layer(found: Detected, parent: str, snap: RepoSnapshot, files: RepoFiles) -> Layer | None:
