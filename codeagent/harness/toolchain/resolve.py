@@ -14,6 +14,8 @@ the base image, and that is said too.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -36,6 +38,45 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TAIL_LINES = 30
 PROGRESS = re.compile(r"^\s*(Progress: |\++\s*$)")  # a package manager's progress lines say nothing of a failure
 RETRY_AFTER = 3600  # seconds before a step that failed is built again (its warning is said meanwhile)
+
+
+@functools.cache
+def recipe_version() -> str:
+    """The code and data that make an environment's layers (this package, layers/, the workspace script,
+    languages/*.yaml): a layer that failed, or a build kept although it failed, under another version is
+    made again at once, since a fix there does not always change the layer's tag."""
+    from ...assets import asset_dir
+    from ...sandbox import workspace
+
+    here = Path(__file__).resolve().parent
+    files = sorted([*here.glob("*.py"), *here.parent.joinpath("layers").glob("*.py"), Path(workspace.__file__),
+                    *asset_dir("languages").rglob("*.yaml")])
+    digest_ = hashlib.sha256()
+    for path in files:
+        digest_.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest_.hexdigest()[:16]
+
+
+def made_by(path: Path) -> Path:
+    """Beside a `.failed` or `.warning` file: the recipe_version that wrote it."""
+    return path.with_name(path.name + ".recipe")
+
+
+def stale(path: Path) -> bool:
+    """A failure noted under another recipe_version (or before they were noted): not to be trusted now."""
+    version = made_by(path)
+    return not version.is_file() or version.read_text().strip() != recipe_version()
+
+
+def note(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    made_by(path).write_text(recipe_version())
+
+
+def forget(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    made_by(path).unlink(missing_ok=True)
 
 
 @dataclass
@@ -124,6 +165,8 @@ class _Chain:
             return b""
         path = log_path(layer.tag)
         failed = path.with_suffix(".failed")
+        if failed.exists() and stale(failed):
+            forget(failed)
         if failed.exists() and time.time() - failed.stat().st_mtime < RETRY_AFTER and not image_exists(layer.tag):
             self.warnings.append(f"{failed.read_text()}\n  (as it failed at {time.strftime('%H:%M', time.localtime(failed.stat().st_mtime))}"
                                  f"; tried again {RETRY_AFTER // 60} minutes after, or at once without {failed})")
@@ -136,8 +179,7 @@ class _Chain:
             raise
         except self.errors as error:
             self.warnings.append(failure(step, error, getattr(error, "log_path", None) or path))
-            failed.parent.mkdir(parents=True, exist_ok=True)
-            failed.write_text(self.warnings[-1])  # not tried again at every start: said again instead
+            note(failed, self.warnings[-1])  # not tried again at every start: said again instead
             raise _Failed from error
         if result.built:
             self.built.append(layer.tag)
@@ -152,20 +194,33 @@ class _Chain:
 
     def build_step(self, found: Detected, layer: Layer, fetched: str | None) -> str | None:
         """The build layer (with what its output says the fetch missed): its tag, None when it failed."""
+        kept = build_warning(layer.tag)
+        if kept.exists() and stale(kept) and self.build:  # a failed build kept under other code: built again
+            forget(kept)
+            if image_exists(layer.tag):
+                untag(layer.tag)
         try:
             built, output = with_missing(found, fetched, layer, lambda each: self.run(f"{found.name} build", each))
         except (_Failed, LayerNeeds):
             return None
-        kept = build_warning(layer.tag)
         status = build_failed(output) if output else 0
         if status:
             warning = failure(f"{found.name} build (it exited {status}; what it built is kept)",
                               LayerBuildError(built.tag, "", None, output), log_path(built.tag))
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            kept.write_text(warning)
+            note(kept, warning)
         if kept.exists():  # said again at every start, not only the first
             self.warnings.append(kept.read_text())
         return built.tag
+
+
+def untag(tag: str) -> None:
+    """Every tag of the image `tag` names (a build with missing rounds is also tagged under its own digest),
+    so that it is built again; its layers stay while another image uses them."""
+    from ...sandbox.docker import docker_client
+
+    client = docker_client()
+    for each in client.images.get(tag).tags:
+        client.images.remove(each, noprune=False)
 
 
 def build_warning(tag: str) -> Path:
@@ -236,6 +291,8 @@ def _cached(detection: Detection, snap: RepoSnapshot, files: RepoFiles, base: st
     warnings = []
     if detection.primary is not None and (layer := build_layer(detection.primary, top, snap, files)) is not None:
         top = layer.tag
+        if build_warning(top).exists() and stale(build_warning(top)):
+            return None  # a failed build kept under other code: the chain builds it again
         warnings = [build_warning(top).read_text()] if build_warning(top).exists() else []
     final = note_tag(top, said, warnings)
     if not image_exists(final):
