@@ -126,7 +126,8 @@ WARM_UP = {"go": ["go test -count=1 -exec /bin/true ./... >/dev/null 2>&1 || tru
 def language_environment(report) -> dict[str, Any]:
     """A task's environment from a repository's TestReport (language, command, parser)."""
     environment: dict[str, Any] = {"language": report.language, "test_cmd": report.command,
-                                   "log_parser": report.log_parser}
+                                   "log_parser": report.log_parser,
+                                   "repo_spec": False}  # an official spec's network steps are not for a mined task
     if report.language in WARM_UP:
         environment["pre_install"] = list(WARM_UP[report.language])
     return environment

@@ -71,6 +71,18 @@ def test_which_tasks_are_language_tasks(specs):
     assert language_spec_for(mirrored).repo == "gin-gonic/gin"
 
 
+def test_a_mined_task_on_a_repository_with_a_spec_takes_nothing_from_it(specs):
+    """A mined axios task took the official file's defaults: its pre_install (corepack from the npm registry)
+    ran in the offline instance step and every candidate failed to build; the file's `install` would run the
+    mined repository's own code with network."""
+    mined = task("1.22.12", environment={"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json",
+                                        "toolchain_version": "1.22.12", "repo_spec": False})
+    spec = language_spec_for(mined)
+    assert (spec.install, spec.pre_install, spec.test_cmds, spec.log_parser, spec.toolchain_version) == \
+        (None, [], ["go test -json ./..."], "go_json", "1.22.12")
+    assert spec.layers == ["task t-1: environment"]
+
+
 def test_a_version_without_a_spec_names_the_file_and_the_known_versions(specs):
     with pytest.raises(SpecError, match=r"gin-gonic/gin: no environment spec for version '9999' in .*gin-gonic__gin\.yaml "
                                         r"\(known: 3741, 3820\)"):

@@ -99,7 +99,8 @@ def test_another_language_takes_the_repositorys_test_report():
 
     report = TestReport("go", "go test -json ./...", "go_json")
     assert language_environment(report) == {"language": "go", "test_cmd": "go test -json ./...", "log_parser": "go_json",
-                                            "pre_install": ["go test -count=1 -exec /bin/true ./... >/dev/null 2>&1 || true"]}
+                                            "pre_install": ["go test -count=1 -exec /bin/true ./... >/dev/null 2>&1 || true"],
+                                            "repo_spec": False}
     rust = language_environment(TestReport("rust", "cargo test", "cargo"))
     assert "pre_install" not in rust  # compiling would run its build scripts
 

@@ -19,7 +19,10 @@ version string, often the PR number). Every layer field is optional:
 
 A task is a language task when its own `environment` names a `language`, or its repository
 (`swebench_repo`, else `repo` as owner/name) has a file here. Resolved field by field, later
-wins: the file's defaults < the file's version < the task's own `environment`.
+wins: the file's defaults < the file's version < the task's own `environment`. A task's own
+environment with `repo_spec: false` is complete and takes nothing from the file (a mined task: the file is
+made for the official instances, whose pre_install and install run with network; a mined repository's
+never do).
 """
 
 from __future__ import annotations
@@ -191,8 +194,9 @@ def language_spec_for(task: Task, folder: Path | str | None = None) -> LanguageS
     if not is_language_task(task, folder):
         return None
     repo, version = repo_name(task), task.version
-    own = task_environment(task) or {}
-    file = load_language_specs(folder).get(repo)
+    own = dict(task_environment(task) or {})
+    standalone = own.pop("repo_spec", True) is False
+    file = None if standalone else load_language_specs(folder).get(repo)
     layers: list[tuple[str, LanguageLayer]] = []
     language = own.get("language")
     if file is not None:
