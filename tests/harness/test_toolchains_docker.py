@@ -263,6 +263,25 @@ def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run
     assert "tests: 2 passed (read as junit_xml)" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
+def test_a_plugin_named_without_a_version_is_fetched_by_the_resolver_and_a_hostile_name_is_not():
+    """stleary/JSON-java: the `bundle` packaging binds plugins the poms name without a version; offline, Maven
+    cannot read the version from metadata that was never fetched, and no rule knew that message."""
+    from codeagent.harness.specs.toolchains import toolchains
+    from codeagent.harness.toolchain.deps import missing_in
+
+    needs = missing_in(next(tool for tool in toolchains() if tool.name == "java"))
+    output = ("[ERROR] Error resolving version for plugin 'org.apache.felix:maven-bundle-plugin' from the repositories "
+              "[local (/root/.m2/repository), central (https://repo.maven.apache.org/maven2)]: Plugin not found in any "
+              "plugin repository -> [Help 1]\n[ERROR] Plugin org.example:x:1.0 or one of its dependencies could not be "
+              "resolved: The following artifacts could not be resolved: org.example:y:jar:2.1 (absent): "
+              "Cannot access central in offline mode and the artifact org.example:y:jar:2.1 has not been downloaded "
+              "from it before.\n[ERROR] Error resolving version for plugin 'a;touch /pwned:b' from the repositories\n")
+    assert needs(output) == [
+        "mvn -B -q dependency:get -Dartifact=org.example:y:2.1:jar || true",
+        "mvn -B -q org.apache.maven.plugins:maven-help-plugin:3.5.2:describe -Dplugin=org.apache.felix:maven-bundle-plugin"
+        " || true"]
+
+
 def test_a_build_that_names_one_more_missing_artifact_each_round_gets_every_one(tmp_path):
     """jhy/jsoup's offline build named what it lacked one at a time, four rounds: its dependencies, two API
     signatures, then Surefire's provider; after three rounds the provider was never fetched and no test ran."""

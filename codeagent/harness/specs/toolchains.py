@@ -93,7 +93,7 @@ class Toolchain:
     fetch: str = ""  # with network, in the repository: declarative downloads only (no repository code)
     fetch_trusted: str = ""  # what a trusted repository's fetch runs instead (its install scripts on)
     build: str = ""  # without network, after the fetch: install from the caches, compile once
-    missing: Missing | None = None
+    missing: tuple[Missing, ...] = ()  # what a build's output says the fetch missed, each with its fetch
     test_command: str = ""
     test_report: ReportRecipe | None = None
     runners: tuple[Runner, ...] = ()
@@ -127,7 +127,8 @@ def _text(data: dict, key: str) -> str:
 
 def load_toolchain(data: dict) -> Toolchain:
     """One `toolchain:` section; a missing field or a wrong type raises KeyError/TypeError/ValueError."""
-    missing = data.get("missing")
+    missing = data.get("missing") or ()
+    missing = [missing] if isinstance(missing, dict) else missing
     return Toolchain(
         name=str(data["name"]), order=int(data.get("order", 100)), detect=tuple(map(str, data["detect"])),
         requires_any=tuple(map(str, data.get("requires_any") or ())), evidence=tuple(map(str, data.get("evidence") or ())),
@@ -140,7 +141,7 @@ def load_toolchain(data: dict) -> Toolchain:
         variants=tuple(_variant(variant) for variant in data.get("variants") or ()),
         dependency_files=tuple(map(str, data.get("dependency_files") or ())), hide=tuple(map(str, data.get("hide") or ())),
         fetch=_text(data, "fetch"), fetch_trusted=_text(data, "fetch_trusted"), build=_text(data, "build"),
-        missing=Missing(str(missing["pattern"]), str(missing["fetch"])) if missing else None,
+        missing=tuple(Missing(str(rule["pattern"]), str(rule["fetch"])) for rule in missing),
         test_command=_text(data, "test_command"), test_report=_report(data.get("test_report")),
         runners=tuple(_runner(runner) for runner in data.get("runners") or ()),
         runners_from=_text(data, "runners_from"),

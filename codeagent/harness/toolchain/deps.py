@@ -174,17 +174,17 @@ def build_failed(output: bytes) -> int:
 def missing_in(tool: Toolchain):
     """The function that reads, in a build's output, the fetch steps for what it lacks (None: the
     toolchain says nothing of it)."""
-    rule = tool.missing
-    if rule is None:
+    if not tool.missing:
         return None
-    pattern = re.compile(rule.pattern)
+    rules = [(re.compile(rule.pattern), rule.fetch) for rule in tool.missing]
 
     def needs(output: str) -> list[str]:
         steps = []
-        for match in pattern.finditer(output):
-            groups = {key: value or "" for key, value in match.groupdict().items()}
-            if all(not value or _SAFE.match(value) for value in groups.values()):  # the build's output: untrusted
-                steps.append(rule.fetch.format(**groups))
+        for pattern, fetch in rules:
+            for match in pattern.finditer(output):
+                groups = {key: value or "" for key, value in match.groupdict().items()}
+                if all(not value or _SAFE.match(value) for value in groups.values()):  # the build's output: untrusted
+                    steps.append(fetch.format(**groups))
         return sorted(set(steps))
 
     return needs
