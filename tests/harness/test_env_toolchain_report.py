@@ -78,6 +78,14 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
     ({"package.json": package({"test": "npx jake test"}, {"mocha": "10", "jake": "10"}),
       "jakefile.js": "task('testOnly', function () {\n  exec(path.join('./node_modules/.bin/mocha --u tdd'));\n});\n"},
      "./node_modules/.bin/mocha --reporter json --u tdd", "mocha_json"),
+    # ... after its build task, which the test task depends on (ejs: its tests require lib/cjs/, which `build` makes)
+    ({"package.json": package({"test": "npx jake test"}, {"mocha": "10", "jake": "10"}),
+      "jakefile.js": "task('build', ['lint', 'compile']);\ntask('test', ['build', 'testOnly']);\n"
+                     "task('testOnly', function () {\n  exec(path.join('./node_modules/.bin/mocha --u tdd'));\n});\n"},
+     "npx --no-install jake build; ./node_modules/.bin/mocha --reporter json --u tdd", "mocha_json"),
+    ({"package.json": package({"test": "make test"}, {"mocha": "10"}),
+      "Makefile": "compile:\n\ttsc\n\ntest: compile\n\tmocha -R spec test/\n"},
+     "make compile; npx --no-install mocha --reporter json test/", "mocha_json"),
     ({"package.json": package({"test": "make test"}, {"mocha": "10"}), "Makefile": "test:\n\tmocha -R spec test/\n"},
      "npx --no-install mocha --reporter json test/", "mocha_json"),
     # pnpm's `run /regex/`, and a wrapper of node's own runner

@@ -37,6 +37,14 @@ VALUED = {"--reporter", "--reporters", "-R", "--outputFile"}  # a dropped flag w
 BUILDING = re.compile(r"\b(build|compile|prepare|generate|codegen|bundle|tsup|rollup|webpack|esbuild|babel)\b")
 CHECKING = re.compile(r"\b(lint|eslint|prettier|format|tsc --noEmit|type-?check|size)\b")
 TASK_FILES = ("Makefile", "makefile", "jakefile.js", "Jakefile", "Gruntfile.js", "gulpfile.js", "gulpfile.mjs")
+# A task file's tool and how it declares a task named NAME: its build task runs before the runner the file starts
+# (ejs: `jake test` builds lib/cjs/, then runs mocha on it)
+TASK_TOOLS = {"Makefile": ("make", r"^{name}\s*:"), "makefile": ("make", r"^{name}\s*:"),
+              "jakefile.js": ("jake", r"\btask\(\s*['\"]{name}['\"]"), "Jakefile": ("jake", r"\btask\(\s*['\"]{name}['\"]"),
+              "Gruntfile.js": ("grunt", r"\bregisterTask\(\s*['\"]{name}['\"]"),
+              "gulpfile.js": ("gulp", r"\btask\(\s*['\"]{name}['\"]|\bexports\.{name}\b"),
+              "gulpfile.mjs": ("gulp", r"\btask\(\s*['\"]{name}['\"]|\bexport\s+(?:const|function)\s+{name}\b")}
+BUILD_TASKS = ("build", "compile")
 SUBCOMMANDS = {"vitest": {"run", "watch", "dev", "related"}, "tap": {"run"}}
 
 
@@ -96,6 +104,7 @@ class _Found:
     args: tuple[str, ...] = ()
     launcher: tuple[str, ...] = ()  # how the script starts it, when not by its name (`node --expose-gc path/cli.js`)
     before: tuple[str, ...] = ()  # the build steps the scripts run before it (`pnpm run build && vitest run`)
+    task_build: tuple[str, str] = ()  # the task file's tool and build task, run first (`jake build`)
 
 
 def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
@@ -129,6 +138,10 @@ def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
     command = f"{prefix} {command}" if prefix else command
     if hit.args:
         command += " " + " ".join(shlex.quote(arg) for arg in hit.args)
+    if hit.task_build:
+        tool_name, task = hit.task_build
+        hit = dataclasses.replace(hit, before=(f"{'make' if tool_name == 'make' else exec_ + ' ' + tool_name} {task}",
+                                               *hit.before))
     if hit.before:
         command = "; ".join([*hit.before, command])
     if "pretest" in scripts and not whole:  # `npm test` runs it itself
@@ -199,7 +212,10 @@ def _in_task_files(runners: tuple[Runner, ...], files: RepoFiles) -> _Found | No
             for segment in SEPARATORS.split(next(part for part in command if part)):
                 found = _in_segment(runners, segment.strip())
                 if found is not None:
-                    return found
+                    tool, declares = TASK_TOOLS[name]
+                    build = next((task for task in BUILD_TASKS
+                                  if re.search(declares.format(name=task), text, re.M)), None)
+                    return dataclasses.replace(found, task_build=(tool, build)) if build else found
     return None
 
 
