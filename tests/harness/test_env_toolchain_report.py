@@ -83,6 +83,10 @@ def package(scripts: dict | None = None, dev: dict | None = None, deps: dict | N
       "jakefile.js": "task('build', ['lint', 'compile']);\ntask('test', ['build', 'testOnly']);\n"
                      "task('testOnly', function () {\n  exec(path.join('./node_modules/.bin/mocha --u tdd'));\n});\n"},
      "npx --no-install jake build; ./node_modules/.bin/mocha --reporter json --u tdd", "mocha_json"),
+    # a task file's prose is no command (axios' Gruntfile: 'Run the jasmine and mocha tests' ran `mocha tests`)
+    ({"package.json": package({"test": "grunt test"}, {"mocha": "10", "grunt": "1"}), "test/a.js": "",
+      "Gruntfile.js": "grunt.registerTask('test', 'Run the jasmine and mocha tests', ['eslint', 'mochaTest']);\n"},
+     "npx --no-install mocha --reporter json", "mocha_json"),
     ({"package.json": package({"test": "make test"}, {"mocha": "10"}),
       "Makefile": "compile:\n\ttsc\n\ntest: compile\n\tmocha -R spec test/\n"},
      "make compile; npx --no-install mocha --reporter json test/", "mocha_json"),

@@ -45,6 +45,7 @@ TASK_TOOLS = {"Makefile": ("make", r"^{name}\s*:"), "makefile": ("make", r"^{nam
               "gulpfile.js": ("gulp", r"\btask\(\s*['\"]{name}['\"]|\bexports\.{name}\b"),
               "gulpfile.mjs": ("gulp", r"\btask\(\s*['\"]{name}['\"]|\bexport\s+(?:const|function)\s+{name}\b")}
 BUILD_TASKS = ("build", "compile")
+LAUNCHERS = {"npx", "node", "nyc", "c8", "cross-env", "env", "exec", "pnpm", "yarn", "bun", "bunx", "time"}
 SUBCOMMANDS = {"vitest": {"run", "watch", "dev", "related"}, "tap": {"run"}}
 
 
@@ -210,7 +211,7 @@ def _in_task_files(runners: tuple[Runner, ...], files: RepoFiles) -> _Found | No
         text = files.text(name) if name in files.top else ""
         for command in re.findall(r"""^\t+(.+)$|'([^'\n]+)'|"([^"\n]+)"|`([^`\n]+)`""", text, re.M):
             for segment in SEPARATORS.split(next(part for part in command if part)):
-                found = _in_segment(runners, segment.strip())
+                found = _in_segment(runners, segment.strip(), strict=True)
                 if found is not None:
                     tool, declares = TASK_TOOLS[name]
                     build = next((task for task in BUILD_TASKS
@@ -230,7 +231,9 @@ def _scripts_named(name: str, scripts: dict[str, str]) -> list[str]:
     return [key for key in scripts if _match(key, name)] if "*" in name else [name]
 
 
-def _in_segment(runners: tuple[Runner, ...], segment: str) -> _Found | None:
+def _in_segment(runners: tuple[Runner, ...], segment: str, strict: bool = False) -> _Found | None:
+    """The runner a command segment starts; `strict` (a task file's string, which may be prose: Gruntfile's
+    'Run the jasmine and mocha tests'): only after assignments, flags and launchers (npx, node, nyc...)."""
     try:
         words = shlex.split(segment)
     except ValueError:
@@ -241,6 +244,9 @@ def _in_segment(runners: tuple[Runner, ...], segment: str) -> _Found | None:
             by_path = len(parts) == 1 and (words[at].endswith(f"/.bin/{parts[0]}")
                                            or f"node_modules/{parts[0]}/" in words[at])
             if words[at:at + len(parts)] != parts and not by_path:
+                continue
+            if strict and not all(ASSIGNMENT.match(word) or word.startswith("-") or word in LAUNCHERS
+                                  for word in words[:at]):
                 continue
             env = tuple(word for word in words[:at] if ASSIGNMENT.match(word))
             args = _kept(runner.name, words[at + len(parts):]) if len(parts) == 1 else ()
