@@ -46,7 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BUDGETS = (1, 2, 4, 8)
-METHODS = ("pass@1", "best-of-N (hybrid + judge)", "best-of-N (votes)", "tournament", "evolve", "search")
+METHODS = ("pass@1", "best-of-N (hybrid + judge)", "best-of-N (votes)", "tournament", "evolve", "search",
+           "oracle (any sample)")
+SELECTIONS = ("best-of-N (hybrid + judge)", "best-of-N (votes)", "tournament")  # pick among the same samples
 _LOCK = threading.Lock()
 
 
@@ -226,6 +228,7 @@ def picks(record: dict, unit: float) -> dict[str, dict[int, bool]]:
         out["best-of-N (hybrid + judge)"][multiple] = chosen_resolves(pool, select(pool, "hybrid"))
         n = longest(lambda n: cumulative[n - 1], budget)
         out["best-of-N (votes)"][multiple] = chosen_resolves(samples[:n], select(samples[:n], "hybrid"))
+        out["oracle (any sample)"][multiple] = any(truth(c) for c in samples[:n])  # pass@n: what a selection can reach
         n = longest(lambda n: cumulative[n - 1] + tours[n - 1]["tokens"], budget)
         chosen = tours[n - 1]["chosen"]
         out["tournament"][multiple] = truth(samples[chosen]) if chosen is not None else False
@@ -267,6 +270,16 @@ def markdown(report: dict) -> str:
             mean = sum(per_seed.values()) / len(per_seed)
             cells.append(f"{mean:.3f} ({', '.join(f'{per_seed[s]:.2f}' for s in sorted(per_seed))})")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    def mean(method: str, multiple: int) -> float:
+        return sum(table[method][multiple].values()) / len(table[method][multiple])
+
+    lines += ["", "The oracle row is pass@n over the samples that fit the budget (some sample resolves): the most a "
+              "selection among them can reach. The share of the pass@1 -> oracle gap each selection closes:"]
+    for multiple in BUDGETS:
+        gap = mean("oracle (any sample)", multiple) - mean("pass@1", multiple)
+        shares = ", ".join(f"{method} {(mean(method, multiple) - mean('pass@1', multiple)) / gap:+.2f}"
+                           for method in SELECTIONS) if gap > 0 else "no gap"
+        lines.append(f"- {multiple}x: {shares}")
     lines += ["", "Where the tokens went (per task, mean over tasks and seeds): "
               + "; ".join(f"{k} {v:.1f}" for k, v in report["costs"].items()), ""]
     return "\n".join(lines) + "\n"
@@ -288,7 +301,7 @@ def plot(report: dict, path: Path) -> None:
         low = [means[i] - min(rows[b].values()) for i, b in enumerate(BUDGETS)]
         high = [max(rows[b].values()) - means[i] for i, b in enumerate(BUDGETS)]
         axes.errorbar(BUDGETS, means, yerr=[low, high], marker="o", capsize=3, label=method,
-                      linestyle="--" if method == "pass@1" else "-")
+                      linestyle="--" if method in ("pass@1", "oracle (any sample)") else "-")
     axes.set_xscale("log", base=2)
     axes.set_xticks(BUDGETS, [f"{b}x" for b in BUDGETS])
     axes.set_xlabel("budget: generated tokens, in multiples of one run")
