@@ -159,11 +159,22 @@ def _validate(repo, unit, found, item: dict[str, Any], args) -> dict[str, Any]:
     except Skip as why:
         statement = {"statement": str(why)}
     return {"outcome": "kept", **statement, "seconds": round(time.monotonic() - began), "f2p": sorted(mined),
-            "f2p_equal": mined == wanted, "f2p_missing": sorted(wanted - mined), "f2p_extra": sorted(mined - wanted),
-            "official_f2p_in_mined_p2p": sorted(wanted & set(validation.pass_to_pass)),
+            **f2p_compared(mined, wanted),
+            "official_f2p_in_mined_p2p": sorted({test_key(n) for n in wanted} & {test_key(n) for n in validation.pass_to_pass}),
             "p2p": len(validation.pass_to_pass), "held_added": validation.held_added,
             "validation": {key: value for key, value in asdict(validation).items() if key != "failures"},
             "environment": task.environment, "version": task.version}
+
+
+def test_key(name: str) -> str:
+    """A test id as both sides name it: SWE-bench's Java rows write `Class#method`, the JUnit reports this
+    harness reads give `Class.method`."""
+    return name.replace("#", ".")
+
+
+def f2p_compared(mined: list[str] | set[str], wanted: list[str] | set[str]) -> dict[str, Any]:
+    ours, theirs = {test_key(n) for n in mined}, {test_key(n) for n in wanted}
+    return {"f2p_equal": ours == theirs, "f2p_missing": sorted(theirs - ours), "f2p_extra": sorted(ours - theirs)}
 
 
 def table(results: Path) -> str:
@@ -177,6 +188,8 @@ def table(results: Path) -> str:
         unit = f"{row.get('unit_kind', '')} {str(row.get('unit') or '')[:10]}"
         validated = row.get("outcome", "-") + (f": {row['why'][:90]}" if row.get("why") else "")
         f2p = f"{len(row['f2p'])} / {len(row['official_f2p'])}" if "f2p" in row else "-"
+        if "f2p" in row:  # rows written before the names were compared as both sides write them
+            row.update(f2p_compared(row["f2p"], row["official_f2p"]))
         equal = {True: "yes", False: "no", None: "-"}[row.get("f2p_equal")]
         said = "passes" if row.get("statement") == "passes" else (row.get("statement") or "-")[:70]
         lines.append(f"| {row['instance_id']} | {found} | {unit} | {validated} | {f2p} | {equal} | {said} |")

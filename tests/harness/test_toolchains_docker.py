@@ -265,7 +265,8 @@ def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run
 
 def test_a_plugin_named_without_a_version_is_fetched_by_the_resolver_and_a_hostile_name_is_not():
     """stleary/JSON-java: the `bundle` packaging binds plugins the poms name without a version; offline, Maven
-    cannot read the version from metadata that was never fetched, and no rule knew that message."""
+    cannot read the version from metadata that was never fetched, and no rule knew that message; gson's
+    annotation processor (error_prone_core), which go-offline does not see, named in a list of its own."""
     from codeagent.harness.specs.toolchains import toolchains
     from codeagent.harness.toolchain.deps import missing_in
 
@@ -275,8 +276,12 @@ def test_a_plugin_named_without_a_version_is_fetched_by_the_resolver_and_a_hosti
               "plugin repository -> [Help 1]\n[ERROR] Plugin org.example:x:1.0 or one of its dependencies could not be "
               "resolved: The following artifacts could not be resolved: org.example:y:jar:2.1 (absent): "
               "Cannot access central in offline mode and the artifact org.example:y:jar:2.1 has not been downloaded "
-              "from it before.\n[ERROR] Error resolving version for plugin 'a;touch /pwned:b' from the repositories\n")
+              "from it before.\n[ERROR] Error resolving version for plugin 'a;touch /pwned:b' from the repositories\n"
+              "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-compiler-plugin:3.10.1:compile (default-compile)"
+              " on project gson: Resolution of annotationProcessorPath dependencies failed: Missing:\n[ERROR] ----------\n"
+              "[ERROR] 1) com.google.errorprone:error_prone_core:jar:2.18.0\n[ERROR] \n")
     assert needs(output) == [
+        "mvn -B -q dependency:get -Dartifact=com.google.errorprone:error_prone_core:2.18.0:jar || true",
         "mvn -B -q dependency:get -Dartifact=org.apache.felix:maven-bundle-plugin:RELEASE:maven-plugin || true",
         "mvn -B -q dependency:get -Dartifact=org.example:y:2.1:jar || true"]
 
