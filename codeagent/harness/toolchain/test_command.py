@@ -105,7 +105,7 @@ class _Found:
     args: tuple[str, ...] = ()
     launcher: tuple[str, ...] = ()  # how the script starts it, when not by its name (`node --expose-gc path/cli.js`)
     before: tuple[str, ...] = ()  # the build steps the scripts run before it (`pnpm run build && vitest run`)
-    task_build: tuple[str, str] = ()  # the task file's tool and build task, run first (`jake build`)
+    task_build: tuple[str, str] | None = None  # the task file's tool and build task, run first (`jake build`)
 
 
 def _node_report(found: Detected, files: RepoFiles) -> ReportRecipe | None:
