@@ -7,6 +7,19 @@ import subprocess
 import time
 
 
+def new_session(name: str, command: str, width: int = 100, height: int = 30) -> None:
+    """A detached tmux session running `command`. tmux can refuse one right after the last session was killed (its
+    server still exiting, a CI failure): tried again for a few seconds, then its error said."""
+    tries = 20
+    for _ in range(tries):
+        proc = subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), command],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode == 0:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"tmux new-session failed {tries} times: {proc.stderr.strip()}")
+
+
 class Pane:
     def __init__(self, name: str):
         self.name = name

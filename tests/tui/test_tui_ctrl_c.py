@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 
 import pytest
 
 from tests.support.fake_server import FakeServer
-from tests.support.terminal import Pane, close_terminal
+from tests.support.terminal import Pane, close_terminal, new_session
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install -y tmux)")]
@@ -28,7 +27,7 @@ def start(tmp_path, name: str, *flags: str) -> Pane:
            "CODEAGENT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": os.getcwd()}
     command = (" ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
                + f" {shlex.quote(sys.executable)} -m codeagent.cli solve {shlex.join(flags)}; echo EXIT=$?; sleep 120")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", "env " + command], check=True)
+    new_session(name, "env " + command)
     return Pane(name)
 
 

@@ -24,7 +24,7 @@ from codeagent.trajectory.store import TrajectoryStore
 from codeagent.tui.app import CodeagentApp
 from tests.support.fake_server import Streamed, chunks, pieces
 from tests.support.scripted import FILES, call
-from tests.support.terminal import Pane
+from tests.support.terminal import Pane, new_session
 from tests.support.tui import make_app, quit_app, screen_text, sync, type_line, until
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(240)]
@@ -94,8 +94,7 @@ def test_streaming_and_ctrl_c_in_a_real_terminal(server, make_repo, tmp_path):
                + f" {shlex.quote(sys.executable)} -m codeagent.cli solve --repo {shlex.quote(str(repo))} --issue "
                f"'add() subtracts' --model openai/test-model --api-base {server.base} --approval-mode full-auto "
                "--set agent.localize=false; echo EXIT=$?; sleep 120")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", "env -u OPENAI_API_KEY " + command],
-                   check=True)
+    new_session(name, "env -u OPENAI_API_KEY " + command)
     pane = Pane(name)
     try:
         assert first.held.wait(120), pane.text()

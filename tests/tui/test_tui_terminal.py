@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.support.terminal import Pane, close_terminal, processes_with
+from tests.support.terminal import Pane, close_terminal, new_session, processes_with
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install -y tmux)")]
@@ -28,7 +28,7 @@ def test_solve_the_example_in_a_real_terminal(tmp_path):
            "PYTHONPATH": os.getcwd()}
     command = (" ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
                + f" {shlex.quote(sys.executable)} -m codeagent.cli solve --example cart; echo EXIT=$?; sleep 120")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", "env " + command], check=True)
+    new_session(name, "env " + command, 80, 24)
     pane = Pane(name)
     try:
         pane.wait_for("Run this command?", "repro.py", "REPLAY")
@@ -61,8 +61,7 @@ def test_an_approval_and_the_end_of_a_run_ring_the_terminal_bell(tmp_path):
            "PYTHONPATH": os.getcwd()}
     command = (" ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
                + f" {shlex.quote(sys.executable)} -m codeagent.cli solve --example cart; sleep 120")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", "sleep 1; env " + command],
-                   check=True)
+    new_session(name, "sleep 1; env " + command)
     # tmux runs its alert-bell hook for each BEL the program writes to the terminal
     subprocess.run(["tmux", "set-hook", "-t", name, "alert-bell", f"run-shell 'echo bell >> {rang}'"], check=True)
     pane = Pane(name)
@@ -101,7 +100,7 @@ def test_a_closed_terminal_ends_the_tui_and_removes_its_sandbox(tmp_path):
            "PYTHONPATH": os.getcwd()}
     command = (" ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
                + f" {shlex.quote(sys.executable)} -m codeagent.cli solve --example cart")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", "env " + command], check=True)
+    new_session(name, "env " + command, 80, 24)
     try:
         Pane(name).wait_for("Run this command?", "sandbox ready")
         assert processes_with(str(tmp_path))

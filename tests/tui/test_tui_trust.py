@@ -16,7 +16,7 @@ import yaml
 from codeagent.run.examples import example_repo
 from codeagent.tui.trust_screen import TrustApp
 from tests.support.fake_server import FakeServer, completion, tool_call
-from tests.support.terminal import Pane
+from tests.support.terminal import Pane, new_session
 
 
 @pytest.mark.parametrize(("key", "answer"), [("t", True), ("n", False), ("escape", False), ("ctrl+c", None)])
@@ -46,7 +46,7 @@ def test_asked_once_in_a_real_terminal_and_remembered(tmp_path):
 
     def session(answer: str | None, expect: str) -> str:
         name = f"codeagent-trust-{os.getpid()}"
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", "env " + command], check=True)
+        new_session(name, "env " + command)
         pane = Pane(name)
         try:
             if answer:
@@ -86,7 +86,7 @@ def test_command_output_cannot_retitle_the_terminal(tmp_path):
                + f" --issue fix --model openai/test --api-base {server.base} --approval-mode full-auto;"
                + " echo EXIT=$?; sleep 120")
     name = f"codeagent-title-{os.getpid()}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", "env " + command], check=True)
+    new_session(name, "env " + command)
     pane = Pane(name)
     try:
         pane.wait_for("submitted", "/help")
