@@ -282,7 +282,9 @@ def test_a_plugin_named_without_a_version_is_fetched_by_the_resolver_and_a_hosti
               "[ERROR] 1) com.google.errorprone:error_prone_core:jar:2.18.0\n[ERROR] \n")
     assert needs(output) == [
         "mvn -B -q dependency:get -Dartifact=com.google.errorprone:error_prone_core:2.18.0:jar || true",
-        "mvn -B -q dependency:get -Dartifact=org.apache.felix:maven-bundle-plugin:RELEASE:maven-plugin || true",
+        "mvn -B -q dependency:get -Dartifact=org.apache.felix:maven-bundle-plugin:RELEASE:maven-plugin || true; "
+        "mvn -B -q org.apache.maven.plugins:maven-help-plugin:3.5.2:describe -Dplugin=org.apache.felix:maven-bundle-plugin"
+        " || true",
         "mvn -B -q dependency:get -Dartifact=org.example:y:2.1:jar || true"]
 
 

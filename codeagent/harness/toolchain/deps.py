@@ -45,7 +45,7 @@ SCRIPTS = "/usr/local/lib/codeagent"  # where a recipe finds the harness's scrip
 SHIPPED = ("node_versions.py",)
 HIDDEN = "/tmp/codeagent-hidden"
 BUILD_STATUS = re.compile(r"^codeagent: the build step exited (\d+)$", re.M)
-MISSING_ROUNDS = 8  # each round may name one more (jsoup: its dependencies, two API signatures, Surefire's provider)
+MISSING_ROUNDS = 16  # each round may name one more (jsoup: 4 rounds; JSON-java: a plugin a round, 9 and more)
 _SAFE = re.compile(r"^[\w.+-]{1,200}$")
 
 # Keep what the step made in /testbed, remove the repository's own files (the sandbox's tree comes on top).
