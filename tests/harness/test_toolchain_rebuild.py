@@ -85,3 +85,23 @@ def test_a_layer_that_failed_is_tried_again_at_once_under_new_code_and_not_befor
     recipe[0] = "two"
     assert _Chain(True, None).run("c dependencies", layer) == b"fetched\n"
     assert images.builds == [layer.tag, layer.tag]
+
+
+def test_a_failed_build_that_cannot_be_untagged_is_kept_and_said(tmp_path, monkeypatch, recipe):
+    """Docker refusing to untag (a container still using the image) leaves the old build, said; it stops nothing."""
+    from docker.errors import APIError
+
+    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
+    found = c_detected(tmp_path)
+    layer = Layer(tag="codeagent/lang-c-build:fixed-tag", parent="codeagent/lang-c:x", script="make")
+    images = Images(monkeypatch, [b"codeagent: the build step exited 2\n"])
+    assert _Chain(True, None).build_step(found, layer, None) == layer.tag
+
+    def refuse(tag):
+        raise APIError("conflict: image is being used by a running container")
+
+    monkeypatch.setattr(env_toolchain, "untag", refuse)
+    recipe[0] = "two"
+    chain = _Chain(True, None)
+    assert chain.build_step(found, layer, None) == layer.tag
+    assert images.builds == [layer.tag] and "could not be removed to build it again: " in chain.warnings[0]

@@ -198,7 +198,10 @@ class _Chain:
         if kept.exists() and stale(kept) and self.build:  # a failed build kept under other code: built again
             forget(kept)
             if image_exists(layer.tag):
-                untag(layer.tag)
+                try:
+                    untag(layer.tag)
+                except self.errors as error:  # kept as it is (said), not a reason to stop
+                    self.warnings.append(f"the failed build {layer.tag} could not be removed to build it again: {error}")
         try:
             built, output = with_missing(found, fetched, layer, lambda each: self.run(f"{found.name} build", each))
         except (_Failed, LayerNeeds):
