@@ -124,6 +124,10 @@ class DiskWatch:
         self._over_cap = over_cap
         self._idle_over_cap = idle_over_cap
         self._lock = threading.Lock()  # no command starts while an idle measure may freeze the sandbox
+        # a measure begun before the sandbox acted on a trip is stale once it ends: acting on it would stop
+        # the next command, whose processes hold nothing (the epoch counts the trips acted on)
+        self._trip_lock = threading.Lock()
+        self.epoch = 0
         self.idle_limit = cap  # over the cap already (files kept): only growth past this trips
         self.deleted = 0  # of the last measure: bytes of files deleted while open
         self.tripped_used = self.tripped_deleted = 0  # the measure that tripped (stopping may free it)
@@ -212,23 +216,34 @@ class DiskWatch:
     def _frozen(self, freeze: bool) -> bool:
         return freeze and isinstance(self.view, HostView) and self.view.freeze()
 
+    def take_trip(self) -> tuple[int, int] | None:
+        """The sandbox acts on the watcher's trip: what the tripping measure found (None: no trip), and every
+        measure begun before now is stale."""
+        with self._trip_lock:
+            self.epoch += 1
+            found = (self.tripped_used, self.tripped_deleted) if self.tripped else None
+            self.tripped = False
+            return found
+
     def _check_running(self, limit: int, freeze: bool) -> None:
+        epoch = self.epoch
         frozen = self._frozen(freeze)  # nothing writes between the measure and the stop
-        try:
-            if (used := self.used()) >= limit:
-                self.tripped_used, self.tripped_deleted = used, self.deleted
-                self.tripped = True
+        with self._trip_lock:
+            try:
+                if (used := self.used()) >= limit and epoch == self.epoch:
+                    self.tripped_used, self.tripped_deleted = used, self.deleted
+                    self.tripped = True
+                    if frozen:
+                        assert isinstance(self.view, HostView)
+                        self.view.kill_all()  # dies as it thaws; the shell too, started again by the sandbox
+            except Exception:
+                pass  # the container is going away; the next command's check reports it
+            finally:
                 if frozen:
                     assert isinstance(self.view, HostView)
-                    self.view.kill_all()  # dies as it thaws; the shell too, started again by the sandbox
-        except Exception:
-            pass  # the container is going away; the next command's check reports it
-        finally:
-            if frozen:
-                assert isinstance(self.view, HostView)
-                self.view.thaw()
-        if self.tripped:
-            self._over_cap()
+                    self.view.thaw()
+            if self.tripped and epoch == self.epoch:
+                self._over_cap()
 
     def _check_idle(self, freeze: bool) -> None:
         with self._lock:

@@ -59,8 +59,7 @@ class DockerRecovery:
             return notes
         # what the watcher's measure found: stopping the processes (and restarting the container,
         # which writes the engine's files anew) may have freed it since
-        held, freed = (self._disk.tripped_used, self._disk.tripped_deleted) if self._disk.tripped else (0, 0)
-        self._disk.tripped = False
+        held, freed = self._disk.take_trip() or (0, 0)
         try:
             used = self._disk.used()
         except Exception:
