@@ -1,13 +1,16 @@
 """A layer that failed, or a build kept although it failed, is made again at once when the code and data
 that make layers changed: a fix there does not always change the layer's tag (issue 36: MISSING_ROUNDS
-3 -> 8 left jsoup's failed build found again by its tag, until its images were removed by hand). Under
-the same code, a failure is said again, not retried at every start. No Docker: the image store is a set."""
+3 -> 8 left jsoup's failed build found again by its tag, until its images were removed by hand; on the language-task
+path, gson-2311's after its annotation-processor rule landed). Under the same code, a failure is said again, not
+retried at every start. No Docker: the image store is a set."""
 
 from __future__ import annotations
 
 import pytest
 
 from codeagent.harness.layers.layer import BuildResult, Layer, LayerBuildError
+from codeagent.harness.toolchain import images as env_language
+from codeagent.harness.toolchain import kept
 from codeagent.harness.toolchain import resolve as env_toolchain
 from codeagent.harness.toolchain.resolve import _Chain, _Failed, build_warning, detect
 from codeagent.sandbox import snapshot
@@ -23,8 +26,10 @@ class Images:
         self.builds: list[str] = []
         self.outputs = list(outputs)
         monkeypatch.setattr(env_toolchain, "image_exists", lambda tag: tag in self.tags)
+        monkeypatch.setattr("codeagent.sandbox.images.image_exists", lambda tag: tag in self.tags)
         monkeypatch.setattr(env_toolchain, "build_image", self.build)
-        monkeypatch.setattr(env_toolchain, "untag", self.tags.discard)
+        monkeypatch.setattr(env_language, "build_layer", self.build)
+        monkeypatch.setattr(kept, "untag", self.tags.discard)
 
     def build(self, layer: Layer, path):
         if layer.tag in self.tags:
@@ -41,7 +46,7 @@ class Images:
 def recipe(monkeypatch):
     """Set the recipe version as code changes would."""
     version = ["one"]
-    monkeypatch.setattr(env_toolchain, "recipe_version", lambda: version[0])
+    monkeypatch.setattr(kept, "recipe_version", lambda: version[0])
     return version
 
 
@@ -100,8 +105,37 @@ def test_a_failed_build_that_cannot_be_untagged_is_kept_and_said(tmp_path, monke
     def refuse(tag):
         raise APIError("conflict: image is being used by a running container")
 
-    monkeypatch.setattr(env_toolchain, "untag", refuse)
+    monkeypatch.setattr(kept, "untag", refuse)
     recipe[0] = "two"
     chain = _Chain(True, None)
     assert chain.build_step(found, layer, None) == layer.tag
     assert images.builds == [layer.tag] and "could not be removed to build it again: " in chain.warnings[0]
+
+
+def test_a_language_tasks_failed_instance_build_is_built_again_once_the_code_changed(tmp_path, monkeypatch, recipe,
+                                                                                     make_repo):
+    """The language-task path (images.py): the instance layer's build failed and was kept; its tag does not
+    change with the rules that would fix it (languages/*.yaml's `missing`), so only the code's version can."""
+    from codeagent.harness.specs.languages import language_spec_for
+    from codeagent.task import Task
+
+    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(env_language, "base_image", lambda suite: "codeagent/base:x")
+    repo = make_repo({"go.mod": "module example.com/calc\n\ngo 1.21\n", "calc.go": "package calc\n"})
+    task = Task(repo=str(repo), problem_statement="x", instance_id="calc-1",
+                extra={"environment": {"language": "go", "test_cmd": "go test ./...", "log_parser": "gotest"}})
+    spec = language_spec_for(task)
+    images = Images(monkeypatch, [b"go\n", b"fetched\n", b"codeagent: the build step exited 1\n",
+                                  b"codeagent: the build step exited 0\n"])
+
+    first = env_language.language_images(task, spec)
+    assert images.builds == list(first.layers.values()) and kept.build_warning(first.instance).exists()
+    assert env_language.language_images(task, spec).instance == first.instance
+    assert len(images.builds) == 3  # the same code: the kept build is used as it is
+
+    recipe[0] = "two"
+    fixed = env_language.language_images(task, spec)
+    assert fixed.instance == first.instance and images.builds[3:] == [first.instance]
+    assert not kept.build_warning(first.instance).exists()
+    env_language.language_images(task, spec)
+    assert len(images.builds) == 4  # built once more, not at every start

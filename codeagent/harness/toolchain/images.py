@@ -12,14 +12,15 @@
             installs again)
 
 A layer is committed only when its step succeeds (harness/layers/layer.py), except a `build` that fails, which
-is kept as it is (the graded run shows what does not compile); its tag is the hash of what defines it,
-so nothing is built twice. Containers of the finished image (the agent's sandbox, the grading run) have
+is kept as it is (the graded run shows what does not compile) and noted, so that it is built again once the
+code that makes layers changed (kept.py); its tag is the hash of what defines it, so nothing is built twice. Containers of the finished image (the agent's sandbox, the grading run) have
 no network. A mined repository is never trusted here: its code never runs with network.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shlex
 import time
 from collections.abc import Callable
@@ -28,16 +29,19 @@ from pathlib import Path
 
 from ...sandbox.workspace import ENVIRONMENT_NOTE, RepoSnapshot, snapshot
 from ...task import Task
-from ..layers.layer import Layer, LayerBuildError, LayerNeeds, build_layer, image_notes
+from ..layers.layer import BuildResult, Layer, LayerBuildError, LayerNeeds, build_layer, image_notes
 from ..layers.python_env import ENVIRONMENT_COMMIT, base_image, layer_tag
 from ..specs.languages import LanguageSpec
 from ..specs.toolchains import toolchains
-from .deps import APT, LEAN, build_script, fetch_step, missing_in, toolchain_layer, with_missing
+from .deps import APT, LEAN, build_failed, build_script, fetch_step, missing_in, toolchain_layer, with_missing
 from .detect import Detected, RepoFiles, detect_all, stated, variant_of
+from .kept import build_warning, note, renew_failed_build
 from .test_command import human_test_command
 
 PACKAGES_IMAGE = "codeagent/lang-packages"
 INSTANCE_IMAGE = "codeagent/lang-instance"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -155,7 +159,7 @@ def language_images(task: Task, spec: LanguageSpec, log_dir: Path | None = None,
     built: list[str] = []
     layers: dict[str, str] = {}
 
-    def build(step: str, layer: Layer) -> str:
+    def build(step: str, layer: Layer) -> BuildResult:
         try:
             result = build_layer(layer, log_dir / f"{step}_build.log" if log_dir else None)
         except LayerNeeds:
@@ -165,17 +169,22 @@ def language_images(task: Task, spec: LanguageSpec, log_dir: Path | None = None,
         if result.built:
             built.append(layer.tag)
         layers[step] = layer.tag
-        return layer.tag
+        return result
 
-    top = toolchain = build("toolchain", toolchain_layer(found, base))
+    top = toolchain = build("toolchain", toolchain_layer(found, base)).tag
     if spec.system_packages:
-        top = build("packages", packages_layer(spec, top))
+        top = build("packages", packages_layer(spec, top)).tag
     fetched, said = None, ""
     if spec.install is None:
         step = fetch_step(found, top, source, RepoFiles(source), trusted=False)
         if step.layer is not None:
-            top = fetched = build("dependencies", step.layer)
+            top = fetched = build("dependencies", step.layer).tag
             said = step.what
     layer = instance_layer(spec, top, source, found, environment_note(found, toolchain, said))
-    built_layer, _ = with_missing(found, fetched, layer, lambda each: build("instance", each))
+    if refused := renew_failed_build(layer.tag):  # kept under other code: built again, or said why not
+        log.warning("%s", refused)
+    built_layer, output = with_missing(found, fetched, layer, lambda each: build("instance", each).output)
+    if status := build_failed(output):
+        note(build_warning(layer.tag), f"the {found.name} build of {task.instance_id} exited {status}; "
+                                       f"what it built is kept (its image {built_layer.tag})")
     return LanguageTaskImages(base, toolchain, top, built_layer.tag, found, layers, built, time.monotonic() - started)

@@ -14,8 +14,6 @@ the base image, and that is said too.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -23,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...sandbox.images import base_image_tag, image_exists, require_image
-from ...sandbox.workspace import ENVIRONMENT_NOTE, RepoSnapshot, cache_dir
+from ...sandbox.workspace import ENVIRONMENT_NOTE, RepoSnapshot
 from ..layers import devcontainer
 from ..layers.layer import Layer, LayerBuildError, LayerNeeds, image_notes
 from ..layers.layer import build_layer as build_image
 from .deps import APT, LEAN, build_failed, build_layer, digest, fetch_step, slug, toolchain_layer, with_missing
 from .detect import Detected, Detection, RepoFiles, detect, detect_all
+from .kept import build_warning, forget, log_path, note, renew_failed_build, stale
 from .test_command import TestReport, human_test_command, test_report
 
 __all__ = ["APT", "LEAN", "Detected", "Environment", "TestReport", "detect", "detect_all", "resolve", "test_report",
@@ -38,45 +37,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TAIL_LINES = 30
 PROGRESS = re.compile(r"^\s*(Progress: |\++\s*$)")  # a package manager's progress lines say nothing of a failure
 RETRY_AFTER = 3600  # seconds before a step that failed is built again (its warning is said meanwhile)
-
-
-@functools.cache
-def recipe_version() -> str:
-    """The code and data that make an environment's layers (this package, layers/, the workspace script,
-    languages/*.yaml): a layer that failed, or a build kept although it failed, under another version is
-    made again at once, since a fix there does not always change the layer's tag."""
-    from ...assets import asset_dir
-    from ...sandbox import workspace
-
-    here = Path(__file__).resolve().parent
-    files = sorted([*here.glob("*.py"), *here.parent.joinpath("layers").glob("*.py"), Path(workspace.__file__),
-                    *asset_dir("languages").rglob("*.yaml")])
-    digest_ = hashlib.sha256()
-    for path in files:
-        digest_.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest_.hexdigest()[:16]
-
-
-def made_by(path: Path) -> Path:
-    """Beside a `.failed` or `.warning` file: the recipe_version that wrote it."""
-    return path.with_name(path.name + ".recipe")
-
-
-def stale(path: Path) -> bool:
-    """A failure noted under another recipe_version (or before they were noted): not to be trusted now."""
-    version = made_by(path)
-    return not version.is_file() or version.read_text().strip() != recipe_version()
-
-
-def note(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    made_by(path).write_text(recipe_version())
-
-
-def forget(path: Path) -> None:
-    path.unlink(missing_ok=True)
-    made_by(path).unlink(missing_ok=True)
 
 
 @dataclass
@@ -128,11 +88,6 @@ def _devcontainer(snap: RepoSnapshot, build: bool, log: Callable[[str], None] | 
         return None, f"{path} could not be built: {_tail(error, devcontainer.TAIL_LINES)}"
     return Environment(tag, f"environment: the devcontainer ({path}: {found.what}), image {tag}",
                        seconds=time.monotonic() - started), ""
-
-
-def log_path(tag: str) -> Path:
-    """Where a layer's full build log is kept (and, beside it, what its build said failed: `.warning`)."""
-    return cache_dir() / "logs" / "environments" / f"{tag.replace('/', '_').replace(':', '_')}.log"
 
 
 def failure(step: str, error: Exception, path: Path | None) -> str:
@@ -195,13 +150,8 @@ class _Chain:
     def build_step(self, found: Detected, layer: Layer, fetched: str | None) -> str | None:
         """The build layer (with what its output says the fetch missed): its tag, None when it failed."""
         kept = build_warning(layer.tag)
-        if kept.exists() and stale(kept) and self.build:  # a failed build kept under other code: built again
-            forget(kept)
-            if image_exists(layer.tag):
-                try:
-                    untag(layer.tag)
-                except self.errors as error:  # kept as it is (said), not a reason to stop
-                    self.warnings.append(f"the failed build {layer.tag} could not be removed to build it again: {error}")
+        if self.build and (refused := renew_failed_build(layer.tag)):  # kept as it is (said), not a reason to stop
+            self.warnings.append(refused)
         try:
             built, output = with_missing(found, fetched, layer, lambda each: self.run(f"{found.name} build", each))
         except (_Failed, LayerNeeds):
@@ -214,21 +164,6 @@ class _Chain:
         if kept.exists():  # said again at every start, not only the first
             self.warnings.append(kept.read_text())
         return built.tag
-
-
-def untag(tag: str) -> None:
-    """Every tag of the image `tag` names (a build with missing rounds is also tagged under its own digest),
-    so that it is built again; its layers stay while another image uses them."""
-    from ...sandbox.docker import docker_client
-
-    client = docker_client()
-    for each in client.images.get(tag).tags:
-        client.images.remove(each, noprune=False)
-
-
-def build_warning(tag: str) -> Path:
-    """Where what a build layer's build said it failed is kept (said at every start)."""
-    return log_path(tag).with_suffix(".warning")
 
 
 def _configured_or_detected(snap: RepoSnapshot, image: str | None, base: str | None, build: bool,
