@@ -6,6 +6,7 @@ content hash), so only the first run of this module is slow."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -307,3 +308,41 @@ def test_a_build_that_names_one_more_missing_artifact_each_round_gets_every_one(
     layer, output = with_missing(found, "codeagent/lang-java-deps:x", Layer(tag="codeagent/lang-java-build:x",
                                  parent="p", script="true", needs=lambda text: []), build)
     assert output == b"built" and layer.parent == missing_layer(found, "codeagent/lang-java-deps:x", lacking).tag
+
+
+CRATE_WITHOUT_A_LOCKFILE = """[package]
+name = "probe"
+version = "0.1.0"
+edition = "2021"
+rust-version = "1.68"
+
+[dev-dependencies]
+trybuild = "1.0.108"
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_without_a_lockfile_the_dependencies_resolved_are_ones_this_rustc_builds(make_repo):
+    """dtolnay/anyhow and bitflags state no Cargo.lock, an old rust-version and `trybuild = "1.0.x"`: the newest
+    trybuild was resolved (1.0.122 needs rustc 1.88) and nothing compiled on Debian's rustc, the only one reached
+    here; Cargo's own rust-version-aware resolver bounded by the package's 1.68 finds no trybuild at all."""
+    from codeagent.harness.layers.layer import build_layer
+    from codeagent.harness.layers.python_env import base_image
+    from codeagent.harness.toolchain.deps import fetch_step, toolchain_layer
+    from codeagent.harness.toolchain.detect import RepoFiles
+    from codeagent.sandbox.docker import docker_client
+
+    snap = snapshot(make_repo({"Cargo.toml": CRATE_WITHOUT_A_LOCKFILE, "src/lib.rs": ""}))
+    found = detect(snap)
+    top = build_layer(toolchain_layer(found, base_image(None))).tag
+    step = fetch_step(found, top, snap, RepoFiles(snap), trusted=False)
+    build_layer(step.layer)
+    probe = ("cd /testbed; v=$(grep -A1 '^name = \"trybuild\"$' Cargo.lock | sed -n 's/^version = \"\\(.*\\)\"$/\\1/p'); "
+             "echo trybuild=$v; tar -xzOf $CARGO_HOME/registry/cache/*/trybuild-$v.crate trybuild-$v/Cargo.toml "
+             "| grep '^rust-version'; rustc --version")
+    said = docker_client().containers.run(step.layer.tag, ["bash", "-c", probe], remove=True,
+                                          network_mode="none").decode()
+    needs = re.search(r'^rust-version = "1\.(\d+)', said, re.M)
+    has = re.search(r"^rustc 1\.(\d+)", said, re.M)
+    assert needs and has and int(needs.group(1)) <= int(has.group(1)), said
