@@ -267,7 +267,8 @@ def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run
 def test_a_plugin_named_without_a_version_is_fetched_by_the_resolver_and_a_hostile_name_is_not():
     """stleary/JSON-java: the `bundle` packaging binds plugins the poms name without a version; offline, Maven
     cannot read the version from metadata that was never fetched, and no rule knew that message; gson's
-    annotation processor (error_prone_core), which go-offline does not see, named in a list of its own."""
+    annotation processor (error_prone_core), which go-offline does not see, named in a list of its own, and its proto
+    module's protoc, an artifact with a classifier."""
     from codeagent.harness.specs.toolchains import toolchains
     from codeagent.harness.toolchain.deps import missing_in
 
@@ -280,9 +281,13 @@ def test_a_plugin_named_without_a_version_is_fetched_by_the_resolver_and_a_hosti
               "from it before.\n[ERROR] Error resolving version for plugin 'a;touch /pwned:b' from the repositories\n"
               "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-compiler-plugin:3.10.1:compile (default-compile)"
               " on project gson: Resolution of annotationProcessorPath dependencies failed: Missing:\n[ERROR] ----------\n"
-              "[ERROR] 1) com.google.errorprone:error_prone_core:jar:2.18.0\n[ERROR] \n")
+              "[ERROR] 1) com.google.errorprone:error_prone_core:jar:2.18.0\n[ERROR] \n"
+              "[ERROR] Failed to execute goal org.xolstice.maven.plugins:protobuf-maven-plugin:0.6.1:test-compile (default) "
+              "on project proto: Unable to resolve artifact: Missing:\n[ERROR] ----------\n"
+              "[ERROR] 1) com.google.protobuf:protoc:exe:linux-x86_64:3.17.3\n[ERROR] \n")
     assert needs(output) == [
         "mvn -B -q dependency:get -Dartifact=com.google.errorprone:error_prone_core:2.18.0:jar || true",
+        "mvn -B -q dependency:get -Dartifact=com.google.protobuf:protoc:3.17.3:exe:linux-x86_64 || true",
         "mvn -B -q dependency:get -Dartifact=org.apache.felix:maven-bundle-plugin:RELEASE:maven-plugin || true; "
         "mvn -B -q org.apache.maven.plugins:maven-help-plugin:3.5.2:describe -Dplugin=org.apache.felix:maven-bundle-plugin"
         " || true",
