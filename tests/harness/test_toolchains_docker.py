@@ -252,6 +252,18 @@ def test_what_the_image_built_is_not_built_again_in_the_sandbox_and_a_changed_fi
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leaks")
+def test_each_maven_module_s_test_runner_is_fetched_by_the_build(tmp_path):
+    """google/gson: the build ran one test class, the first found, which was another module's; Surefire fetches a
+    module's provider only when it runs a test there, so every graded run of gson's own module (JUnit 4) failed
+    offline for want of surefire-junit4. Here one module needs JUnit 4's provider and the other JUnit 5's."""
+    repo = toolchain_repo("maven-modules", tmp_path)
+    proc = cli("sandbox", "run", "--repo", str(repo), cwd=tmp_path)
+    assert "tests: 2 passed (read as junit_xml)" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leaks")
 def test_a_cmake_project_s_own_test_switch_submodule_googletest_and_catch2_3_run_at_the_first_try(tmp_path):
     """As spdlog, utfcpp and snappy are: the tests behind `option(X_BUILD_TESTS ... OFF)` (none were built),
     the benchmarks on by default from a submodule the snapshot lacks, GoogleTest as a submodule (both empty:

@@ -1,0 +1,7 @@
+package legacy;
+
+public final class Calc {
+    public static int add(int a, int b) {
+        return a + b;
+    }
+}

@@ -1,0 +1,7 @@
+package modern;
+
+public final class Calc {
+    public static int times(int a, int b) {
+        return a * b;
+    }
+}
