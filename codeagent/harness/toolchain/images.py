@@ -13,8 +13,8 @@
 
 A layer is committed only when its step succeeds (harness/layers/layer.py), except a `build` that fails, which
 is kept as it is (the graded run shows what does not compile) and noted, so that it is built again once the
-code that makes layers changed (kept.py); its tag is the hash of what defines it, so nothing is built twice. Containers of the finished image (the agent's sandbox, the grading run) have
-no network. A mined repository is never trusted here: its code never runs with network.
+code that makes layers changed (kept.py); its tag is the hash of what defines it, so nothing is built twice.
+Containers of the finished image (the agent's sandbox, the grading run) have no network. A mined repository is never trusted here: its code never runs with network.
 """
 
 from __future__ import annotations
