@@ -139,3 +139,26 @@ def test_a_language_tasks_failed_instance_build_is_built_again_once_the_code_cha
     assert not kept.build_warning(first.instance).exists()
     env_language.language_images(task, spec)
     assert len(images.builds) == 4  # built once more, not at every start
+
+
+def test_a_build_made_anew_that_succeeds_forgets_the_older_failure(tmp_path, monkeypatch, recipe, make_repo):
+    """A failed instance build removed by hand and built again under the same code, successfully: its old note
+    would have untagged the good build at the next code change (and said a failure that is gone)."""
+    from codeagent.harness.specs.languages import language_spec_for
+    from codeagent.task import Task
+
+    monkeypatch.setenv("CODEAGENT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(env_language, "base_image", lambda suite: "codeagent/base:x")
+    repo = make_repo({"go.mod": "module example.com/calc\n\ngo 1.21\n", "calc.go": "package calc\n"})
+    task = Task(repo=str(repo), problem_statement="x", instance_id="calc-1",
+                extra={"environment": {"language": "go", "test_cmd": "go test ./...", "log_parser": "gotest"}})
+    spec = language_spec_for(task)
+    images = Images(monkeypatch, [b"go\n", b"fetched\n", b"codeagent: the build step exited 1\n",
+                                  b"codeagent: the build step exited 0\n"])
+    first = env_language.language_images(task, spec)
+    images.tags.discard(first.instance)  # `docker rmi` by hand
+    env_language.language_images(task, spec)
+    assert len(images.builds) == 4 and not kept.build_warning(first.instance).exists()
+    recipe[0] = "two"
+    env_language.language_images(task, spec)
+    assert len(images.builds) == 4  # the good build is kept under the next code

@@ -14,7 +14,8 @@
 A layer is committed only when its step succeeds (harness/layers/layer.py), except a `build` that fails, which
 is kept as it is (the graded run shows what does not compile) and noted, so that it is built again once the
 code that makes layers changed (kept.py); its tag is the hash of what defines it, so nothing is built twice.
-Containers of the finished image (the agent's sandbox, the grading run) have no network. A mined repository is never trusted here: its code never runs with network.
+Containers of the finished image (the agent's sandbox, the grading run) have no network. A mined repository
+is never trusted here: its code never runs with network.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ..specs.languages import LanguageSpec
 from ..specs.toolchains import toolchains
 from .deps import APT, LEAN, build_failed, build_script, fetch_step, missing_in, toolchain_layer, with_missing
 from .detect import Detected, RepoFiles, detect_all, stated, variant_of
-from .kept import build_warning, note, renew_failed_build
+from .kept import build_warning, forget, note, renew_failed_build
 from .test_command import human_test_command
 
 PACKAGES_IMAGE = "codeagent/lang-packages"
@@ -187,4 +188,6 @@ def language_images(task: Task, spec: LanguageSpec, log_dir: Path | None = None,
     if status := build_failed(output):
         note(build_warning(layer.tag), f"the {found.name} build of {task.instance_id} exited {status}; "
                                        f"what it built is kept (its image {built_layer.tag})")
+    elif output:  # built anew and it succeeded: an older failure's note would untag it under the next code
+        forget(build_warning(layer.tag))
     return LanguageTaskImages(base, toolchain, top, built_layer.tag, found, layers, built, time.monotonic() - started)

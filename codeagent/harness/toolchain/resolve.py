@@ -161,6 +161,8 @@ class _Chain:
             warning = failure(f"{found.name} build (it exited {status}; what it built is kept)",
                               LayerBuildError(built.tag, "", None, output), log_path(built.tag))
             note(kept, warning)
+        elif output:  # built anew and it succeeded: an older failure is no longer said
+            forget(kept)
         if kept.exists():  # said again at every start, not only the first
             self.warnings.append(kept.read_text())
         return built.tag
